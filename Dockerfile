@@ -1,0 +1,16 @@
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY portal portal
+COPY jobs jobs
+COPY clusters clusters
+RUN pip install --no-cache-dir .
+COPY package.json ./
+RUN npm install --no-audit --no-fund --omit=dev
+COPY . .
+RUN DATABASE_URL=sqlite:////tmp/build.sqlite3 SECRET_KEY=build python manage.py collectstatic --noinput
+EXPOSE 8000
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "portal.asgi:application"]

@@ -1,0 +1,42 @@
+# The two commands a fresh machine needs: `make run` and `make test`.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint typecheck bench install assets chromium clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+node_modules/.installed: package.json
+	npm install --no-audit --no-fund --loglevel=error
+	touch node_modules/.installed
+
+install: $(STAMP) node_modules/.installed
+
+## Set up everything and run the portal (web + worker + beat) on the embedded default.
+run: install
+	$(PY) manage.py runportal
+
+chromium:
+	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
+
+## Set up everything and run the whole test suite (PostgreSQL when DATABASE_URL is set).
+test: install chromium
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(PY) -m pytest
+
+lint: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: install
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) node_modules var

@@ -1,0 +1,294 @@
+"""Run tasks as process groups on this machine.
+
+Everything lives on disk under ``root``: each task has a working directory
+``root/<attempt_key>/<role>-<index>[-r<retry>]`` holding ``bootstrap.sh``, ``stdout.log``,
+``stderr.log``, ``task.json`` (pids, start times, GPUs, ports, stop request) and, once the task
+has ended, ``exit_code``. The ref of a task is that directory relative to ``root``, so a new
+backend instance (a restarted worker) finds its running tasks again.
+
+Each task is detached from the worker (double fork, adopted by init) and runs in a session and
+process group of its own, so that stopping it reaches every process it started. A small wrapper
+shell waits for it and writes its exit code atomically; a task whose processes vanish without an
+exit code (killed together with its wrapper, or the machine restarted) is reported as failed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import signal
+import socket
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
+from functools import cached_property
+from pathlib import Path
+
+from clusters.backends.base import (
+    Capacity,
+    Observation,
+    Placement,
+    TaskLaunch,
+    TaskPhase,
+    TaskShape,
+)
+from clusters.backends.localproc import (
+    TaskRecord,
+    describe_exit,
+    free_ports,
+    list_gpus,
+    memory_mb,
+    spawn_detached,
+    start_time_of,
+)
+
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+STREAMS = ("stdout", "stderr")
+DISAPPEARED = (
+    "the task's processes disappeared without an exit code (killed, or the machine restarted)"
+)
+
+
+class LocalBackendError(RuntimeError):
+    """A task cannot be launched on this machine (e.g. not enough free GPUs)."""
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(
+        self, root: Path | str, host_ip: str = "127.0.0.1", stop_grace_seconds: float = 10.0
+    ) -> None:
+        self.root = Path(root)
+        self.host_ip = host_ip
+        self.stop_grace_seconds = stop_grace_seconds
+
+    # -- placement and launch ---------------------------------------------------------------
+
+    def place(self, attempt_key: str, shapes: list[TaskShape]) -> list[Placement]:
+        with self._lock():
+            taken = {p for rec in self._live_records() for ps in rec.ports.values() for p in ps}
+            ports = free_ports([dict(shape.port_counts) for shape in shapes], taken)
+        return [Placement(ip=self.host_ip, ports=p) for p in ports]
+
+    def launch(self, task: TaskLaunch) -> str:
+        for part in (task.attempt_key, task.role):
+            if not _NAME.fullmatch(part):
+                raise ValueError(f"not a safe name for a directory: {part!r}")
+        suffix = f"-r{task.retry}" if task.retry > 0 else ""
+        ref = f"{task.attempt_key}/{task.role}-{task.index}{suffix}"
+        workdir = self.root / ref
+        with self._lock():
+            old = TaskRecord.load(workdir / "task.json")
+            if old is not None and _read(workdir / "bootstrap.sh") == task.script:
+                return ref  # already launched (the caller retried): the same task
+            if old is not None and old.alive():
+                raise LocalBackendError(f"{ref} is taken by a running task with another script")
+            shutil.rmtree(workdir, ignore_errors=True)  # stale: a half-done or forgotten launch
+            gpus = self._choose_gpus(task.gpu)
+            workdir.mkdir(parents=True)
+            (workdir / "bootstrap.sh").write_text(task.script)
+            wrapper_pid, pid = spawn_detached(workdir, self._environment(task, workdir, gpus))
+            record = TaskRecord(
+                pid=pid,
+                pgid=pid,
+                start_time=start_time_of(pid),
+                wrapper_pid=wrapper_pid,
+                wrapper_start_time=start_time_of(wrapper_pid),
+                started_at=datetime.now(UTC).isoformat(),
+                gpus=gpus or [],
+                ports={label: list(ports) for label, ports in task.placement.ports.items()},
+            )
+            record.save(workdir / "task.json")
+        return ref
+
+    def _environment(
+        self, task: TaskLaunch, workdir: Path, gpus: list[int] | None
+    ) -> dict[str, str]:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            "LANG": os.environ.get("LANG", "C.UTF-8"),
+            "HOME": os.environ.get("HOME", str(workdir)),
+        }
+        env.update(task.env)
+        env.setdefault("PAI_WORK_DIR", str(workdir))
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
+        return env
+
+    def _choose_gpus(self, count: int) -> list[int] | None:
+        """Free GPU indices for a task asking for ``count``; None on a machine without GPUs."""
+        if not self._gpus:
+            return None
+        if count <= 0:
+            return []
+        used = {i for rec in self._live_records() for i in rec.gpus}
+        free = [index for index, _ in self._gpus if index not in used]
+        if len(free) < count:
+            raise LocalBackendError(
+                f"the task asks for {count} GPUs, {len(free)} of {len(self._gpus)} are free"
+            )
+        return free[:count]
+
+    @cached_property
+    def _gpus(self) -> list[tuple[int, str]]:
+        return list_gpus()
+
+    # -- observation and control ------------------------------------------------------------
+
+    def observe(self, refs: list[str]) -> dict[str, Observation]:
+        return {ref: self._observe_one(ref) for ref in refs}
+
+    def _observe_one(self, ref: str) -> Observation:
+        workdir = self._workdir_or_none(ref)
+        record = TaskRecord.load(workdir / "task.json") if workdir else None
+        if workdir is None or record is None:
+            return Observation(ref, TaskPhase.GONE)
+        ended = self._ended(ref, workdir, record)
+        if ended is None and record.alive():
+            stop_at = _parse_time(record.stop_requested_at)
+            if stop_at and (datetime.now(UTC) - stop_at).total_seconds() > self.stop_grace_seconds:
+                _signal_group(record, signal.SIGKILL)
+            return self._seen(ref, record, TaskPhase.RUNNING)
+        # The wrapper may have written the exit code between the two looks.
+        ended = ended or self._ended(ref, workdir, record)
+        return ended or self._seen(ref, record, TaskPhase.FAILED, diagnostics=DISAPPEARED)
+
+    def _ended(self, ref: str, workdir: Path, record: TaskRecord) -> Observation | None:
+        """The observation of a task whose wrapper recorded its exit code, else None."""
+        path = workdir / "exit_code"
+        try:
+            text = path.read_text().strip()
+            finished_at = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        except FileNotFoundError:
+            return None
+        try:
+            code = int(text)
+        except ValueError:
+            return self._seen(
+                ref, record, TaskPhase.FAILED, f"unreadable exit code {text!r}", None, finished_at
+            )
+        if code == 0:
+            return self._seen(ref, record, TaskPhase.SUCCEEDED, "", 0, finished_at)
+        diagnostics = describe_exit(code)
+        if record.stop_requested_at:
+            diagnostics += " after a stop request"
+        return self._seen(ref, record, TaskPhase.FAILED, diagnostics, code, finished_at)
+
+    def _seen(
+        self,
+        ref: str,
+        record: TaskRecord,
+        phase: TaskPhase,
+        diagnostics: str = "",
+        exit_code: int | None = None,
+        finished_at: datetime | None = None,
+    ) -> Observation:
+        return Observation(
+            ref,
+            phase,
+            ip=self.host_ip,
+            node=socket.gethostname(),
+            exit_code=exit_code,
+            diagnostics=diagnostics,
+            started_at=_parse_time(record.started_at),
+            finished_at=finished_at,
+        )
+
+    def stop(self, refs: list[str]) -> None:
+        for ref in refs:
+            workdir = self._workdir_or_none(ref)
+            record = TaskRecord.load(workdir / "task.json") if workdir else None
+            if workdir is None or record is None or (workdir / "exit_code").exists():
+                continue
+            if not record.alive():
+                continue
+            if record.stop_requested_at is None:  # the first request starts the grace period
+                record.stop_requested_at = datetime.now(UTC).isoformat()
+                record.save(workdir / "task.json")
+            _signal_group(record, signal.SIGTERM)
+
+    def read_log(self, ref: str, stream: str, tail_bytes: int | None = None) -> bytes:
+        if stream not in STREAMS:
+            raise ValueError(f"stream must be one of {STREAMS}, not {stream!r}")
+        if tail_bytes is not None and tail_bytes < 0:
+            raise ValueError("tail_bytes must not be negative")
+        path = self._workdir(ref) / f"{stream}.log"
+        try:
+            with path.open("rb") as f:
+                if tail_bytes is not None:
+                    size = f.seek(0, os.SEEK_END)
+                    f.seek(max(0, size - tail_bytes))
+                return f.read()
+        except FileNotFoundError:
+            return b""
+
+    def capacity(self) -> Capacity:
+        return Capacity(
+            cpu=os.cpu_count() or 1,
+            memory_mb=memory_mb(),
+            gpus=dict(Counter(name for _, name in self._gpus)),
+        )
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _workdir(self, ref: str) -> Path:
+        """The working directory of ``ref``; ValueError when the ref would leave ``root``."""
+        parts = ref.split("/")
+        if len(parts) != 2 or not all(_NAME.fullmatch(p) for p in parts):
+            raise ValueError(f"not a local task ref: {ref!r}")
+        return self.root / parts[0] / parts[1]
+
+    def _workdir_or_none(self, ref: str) -> Path | None:
+        try:
+            return self._workdir(ref)
+        except ValueError:
+            return None
+
+    def _live_records(self) -> Iterator[TaskRecord]:
+        for path in self.root.glob("*/*/task.json"):
+            if (path.parent / "exit_code").exists():
+                continue  # finished: the cheap check first, as finished tasks pile up
+            record = TaskRecord.load(path)
+            if record and record.alive():
+                yield record
+
+    @contextmanager
+    def _lock(self) -> Iterator[None]:
+        """Serialise placement and launches under ``root`` (across worker processes too)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with (self.root / ".lock").open("a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _signal_group(record: TaskRecord, sig: signal.Signals) -> None:
+    """Signal the task's process group, unless its pid was reused by someone else."""
+    if record.pgid is None:
+        return
+    if not record.alive():
+        return
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(record.pgid, sig)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None

@@ -1,0 +1,188 @@
+"""Process, file and machine helpers for the local backend (``clusters.backends.local``).
+
+Everything here reads ``/proc`` or small files directly: observing a task must stay cheap (a
+couple of file reads, never a subprocess).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Runs as the leader of a new session, detached from the worker (``setsid -f`` forks, so the
+# worker only waits for the short-lived ``setsid`` parent and this shell is adopted by init).
+# It prints its own pid, then the task's pid: the task runs in a session (and process group) of
+# its own, so that signalling the task's group never reaches this shell, which always outlives
+# the task to record its exit code atomically and to kill what the task left behind in its group.
+WRAPPER = """\
+echo $$
+exec 3>&1 >/dev/null 2>&1 </dev/null
+setsid /bin/sh -c 'echo $$ >&3; printf %s $$ >pgid
+exec /bin/sh ./bootstrap.sh >stdout.log 2>stderr.log </dev/null 3>&-'
+code=$?
+pgid=$(cat pgid)
+[ -n "$pgid" ] && [ "$pgid" != $$ ] && kill -s KILL -- "-$pgid"
+printf %s "$code" >exit_code.tmp && mv -f exit_code.tmp exit_code
+"""
+
+
+@dataclass
+class TaskRecord:
+    """``task.json``: what the backend needs to find a task again, from any instance."""
+
+    pid: int | None  # the task's main process (``/bin/sh ./bootstrap.sh``)
+    pgid: int | None  # the task's process group (and session): equal to ``pid``
+    start_time: int | None  # /proc/<pid>/stat field 22, guards against pid reuse
+    wrapper_pid: int | None  # the shell that waits for the task and writes ``exit_code``
+    wrapper_start_time: int | None
+    started_at: str  # ISO 8601, UTC
+    gpus: list[int] = field(default_factory=list)
+    ports: dict[str, list[int]] = field(default_factory=dict)
+    stop_requested_at: str | None = None
+
+    @classmethod
+    def load(cls, path: Path) -> TaskRecord | None:
+        try:
+            data: Any = json.loads(path.read_text())
+            return cls(
+                pid=_opt_int(data.get("pid")),
+                pgid=_opt_int(data.get("pgid")),
+                start_time=_opt_int(data.get("start_time")),
+                wrapper_pid=_opt_int(data.get("wrapper_pid")),
+                wrapper_start_time=_opt_int(data.get("wrapper_start_time")),
+                started_at=str(data["started_at"]),
+                gpus=[int(i) for i in data.get("gpus", [])],
+                ports={str(k): [int(p) for p in v] for k, v in data.get("ports", {}).items()},
+                stop_requested_at=data.get("stop_requested_at"),
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        os.replace(tmp, path)
+
+    def alive(self) -> bool:
+        """Whether the task or its wrapper still runs (not a zombie, and not a reused pid)."""
+        return is_alive(self.wrapper_pid, self.wrapper_start_time) or is_alive(
+            self.pid, self.start_time
+        )
+
+
+def _opt_int(value: object) -> int | None:
+    return None if value is None else int(str(value))
+
+
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """The state letter and start time (clock ticks after boot) of ``pid``, or None."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    rest = raw[raw.rfind(b")") + 2 :].split()  # the command name may hold spaces and parens
+    try:
+        return rest[0].decode(), int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def start_time_of(pid: int | None) -> int | None:
+    stat = proc_stat(pid) if pid is not None else None
+    return stat[1] if stat else None
+
+
+def is_alive(pid: int | None, start_time: int | None) -> bool:
+    if pid is None or start_time is None:
+        return False
+    stat = proc_stat(pid)
+    return stat is not None and stat[0] not in ("Z", "X", "x") and stat[1] == start_time
+
+
+def spawn_detached(workdir: Path, env: dict[str, str]) -> tuple[int, int | None]:
+    """Start ``workdir/bootstrap.sh`` detached; return the wrapper's pid and the task's pid."""
+    proc = subprocess.Popen(
+        ["setsid", "-f", "/bin/sh", "-c", WRAPPER],
+        cwd=workdir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    with proc.stdout:
+        wrapper = proc.stdout.readline().strip()
+        task = proc.stdout.readline().strip()  # empty when the task could not start
+    if proc.wait() != 0 or not wrapper.isdigit():
+        raise OSError(f"could not start the task in {workdir} (setsid exited {proc.returncode})")
+    return int(wrapper), int(task) if task.isdigit() else None
+
+
+def describe_exit(code: int) -> str:
+    if code > 128:
+        try:
+            sig = signal.Signals(code - 128)
+        except ValueError:
+            pass
+        else:
+            return f"killed by signal {sig.value} ({sig.name})"
+    return f"exited with code {code}"
+
+
+def free_ports(counts: list[dict[str, int]], taken: Collection[int]) -> list[dict[str, list[int]]]:
+    """Free TCP ports for each ``{label: count}``, unique across the call and not in ``taken``."""
+    held: list[socket.socket] = []
+    try:
+
+        def one() -> int:
+            for _ in range(1000):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                held.append(sock)  # kept bound until the end, so the OS never repeats it
+                sock.bind(("127.0.0.1", 0))
+                port: int = sock.getsockname()[1]
+                if port not in taken:
+                    return port
+            raise OSError("no free TCP port found")
+
+        return [{label: [one() for _ in range(n)] for label, n in c.items()} for c in counts]
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def list_gpus() -> list[tuple[int, str]]:
+    """``(index, name)`` of each GPU that ``nvidia-smi`` reports; empty without GPUs."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in out.splitlines():
+        index, _, name = line.partition(",")
+        if index.strip().isdigit():
+            gpus.append((int(index), name.strip()))
+    return gpus
+
+
+def memory_mb() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0

@@ -1,0 +1,31 @@
+"""Who may see a job: its owner and admins; to everyone else it does not exist (404)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+from django.http import Http404
+
+from jobs.models import Job
+
+
+def is_admin(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return bool(getattr(user, "is_staff", False))
+
+
+def visible_jobs(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
+    jobs = Job.objects.all()
+    return jobs if is_admin(user) else jobs.filter(owner_id=user.pk)
+
+
+def job_for(user: AbstractBaseUser | AnonymousUser, username: str, name: str) -> Job:
+    """The job ``username~name`` when ``user`` may see it, else Http404."""
+    job = (
+        visible_jobs(user)
+        .select_related("owner", "virtual_cluster")
+        .filter(owner__username=username, name=name)
+        .first()
+    )
+    if job is None:
+        raise Http404(f"no job {username}~{name}")
+    return job

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs import lifecycle
+from jobs.access import job_for
+from jobs.api.parsers import JobTextParser
+from jobs.api.serializers import job_detail
+from jobs.models import JobAttempt
+
+
+class JobsView(APIView):
+    parser_classes = [JobTextParser]
+
+    def post(self, request: Request) -> Response:
+        text = request.data
+        try:
+            job = lifecycle.submit(
+                request.user,
+                text if isinstance(text, str) else "",
+                virtual_cluster=request.query_params.get("virtualCluster") or None,
+                deployment=request.query_params.get("deployment") or None,
+            )
+        except lifecycle.SubmitError as exc:
+            codes = {
+                400: "InvalidProtocolError",
+                403: "ForbiddenUserError",
+                409: "ConflictJobError",
+            }
+            return Response(
+                {
+                    "code": codes.get(exc.status, "BadRequestError"),
+                    "message": "; ".join(exc.errors),
+                    "errors": exc.errors,
+                },
+                status=exc.status,
+            )
+        return Response(
+            {
+                "message": f"job {job.owner.username}~{job.name} submitted",
+                "name": job.name,
+                "user": job.owner.username,
+                "state": job.state,
+            },
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class JobDetailView(APIView):
+    def get(
+        self, request: Request, username: str, name: str, attempt: int | None = None
+    ) -> Response:
+        job = job_for(request.user, username, name)
+        attempts = JobAttempt.objects.filter(job=job)
+        if attempt is None:
+            current = attempts.order_by("-number").first()
+        else:
+            current = get_object_or_404(attempts, number=attempt)
+        tasks = list(current.tasks.all()) if current else []
+        return Response(job_detail(job, current, tasks))

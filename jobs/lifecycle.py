@@ -1,0 +1,224 @@
+"""Every change of a job's state happens here: submit, start an attempt, finish it, stop.
+
+Each step is a compare-and-swap update (``filter(id=..., state=old).update(...)``): when it
+changes no row, someone else got there first and the step does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from clusters.backends.base import Backend, TaskShape
+from clusters.models import DEFAULT_VIRTUAL_CLUSTER, VirtualCluster
+from jobs import news
+from jobs.models import Job, JobAttempt, JobEvent, Task
+from jobs.protocol import ProtocolError, load_job
+from jobs.states import LIVE_TASK_STATES, JobState, can_move_job
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SubmitError(Exception):
+    """A submission refused; ``status`` is the HTTP status that says why."""
+
+    status: int
+    errors: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return "\n".join(self.errors)
+
+
+def submit(
+    user: AbstractBaseUser,
+    text: str | bytes,
+    *,
+    virtual_cluster: str | None = None,
+    deployment: str | None = None,
+) -> Job:
+    """Check a job file and queue it; the one way every form and API submits."""
+    size = len(text.encode() if isinstance(text, str) else text)
+    if size > settings.JOB_MAX_BYTES:
+        raise SubmitError(
+            400, [f"job file: {size} bytes, more than the limit of {settings.JOB_MAX_BYTES}"]
+        )
+    try:
+        loaded = load_job(text)
+    except ProtocolError as exc:
+        raise SubmitError(400, issue_lines(exc)) from None
+    protocol = loaded.job
+    defaults = protocol.setdefault("defaults", {})
+    if deployment:
+        names = [d.get("name") for d in protocol.get("deployments", [])]
+        if deployment not in names:
+            raise SubmitError(400, [f"deployment: no deployment named {deployment!r} in the job"])
+        defaults["deployment"] = deployment
+    vc_name = virtual_cluster or defaults.get("virtualCluster") or DEFAULT_VIRTUAL_CLUSTER
+    vc = VirtualCluster.objects.named(vc_name)
+    if vc is None:
+        raise SubmitError(400, [f"defaults.virtualCluster: no virtual cluster named {vc_name!r}"])
+    roles = protocol["taskRoles"].values()
+    text_value = text if isinstance(text, str) else text.decode("utf-8", "replace")
+    job = Job(
+        owner=user,
+        name=protocol["name"],
+        virtual_cluster=vc,
+        submitted_text=text_value,
+        source_format=loaded.source_format,
+        protocol=protocol,
+        task_count=sum(r["instances"] for r in roles),
+        gpu_count=sum(r["instances"] * r["resourcePerInstance"]["gpu"] for r in roles),
+        reason="waiting to be admitted",
+    )
+    try:
+        with transaction.atomic():
+            job.save()
+            record(job.id, "submitted", f"submitted by {user.get_username()} to '{vc.name}'")
+            for warning in loaded.warnings:
+                record(job.id, "warning", warning)
+    except IntegrityError:
+        raise SubmitError(
+            409, [f"name: you already have a job named {protocol['name']!r}"]
+        ) from None
+    news.after_commit(job.id, reconcile=True)
+    return job
+
+
+def issue_lines(exc: ProtocolError) -> list[str]:
+    return [f"{i.path}: {i.message}" if i.path else i.message for i in exc.issues]
+
+
+def record(
+    job_id: int, kind: str, message: str, attempt: int | None = None, task: str = ""
+) -> None:
+    JobEvent.objects.create(
+        job_id=job_id, kind=kind, message=message, attempt_number=attempt, task=task
+    )
+
+
+def shapes(protocol: dict[str, Any]) -> list[TaskShape]:
+    return [
+        TaskShape(
+            role=role,
+            index=index,
+            cpu=spec["resourcePerInstance"]["cpu"],
+            memory_mb=spec["resourcePerInstance"]["memoryMB"],
+            gpu=spec["resourcePerInstance"]["gpu"],
+            port_counts=dict(spec["resourcePerInstance"].get("ports", {})),
+        )
+        for role, spec in protocol["taskRoles"].items()
+        for index in range(spec["instances"])
+    ]
+
+
+def start_attempt(job: Job, backend: Backend, number: int) -> JobAttempt | None:
+    """Create attempt ``number`` with its tasks placed; the reconcile loop launches them.
+
+    The first attempt moves the job WAITING -> RUNNING; a retry keeps it RUNNING.
+    """
+    key = f"job{job.id}-a{number}"
+    task_shapes = shapes(job.protocol)
+    placements = backend.place(key, task_shapes)
+    now = timezone.now()
+    with transaction.atomic():
+        if number == 0:
+            moved = Job.objects.filter(id=job.id, state=JobState.WAITING).update(
+                state=JobState.RUNNING, reason="running", started_at=now, updated_at=now
+            )
+            if not moved:
+                return None
+        elif JobAttempt.objects.filter(job=job, number=number).exists():
+            return None
+        attempt = JobAttempt.objects.create(job=job, number=number, key=key, created_at=now)
+        Task.objects.bulk_create(
+            Task(
+                attempt=attempt,
+                role=shape.role,
+                index=shape.index,
+                ip=placement.ip,
+                ports=placement.ports,
+                created_at=now,
+            )
+            for shape, placement in zip(task_shapes, placements, strict=True)
+        )
+        record(job.id, "attempt", f"attempt {number} started with {len(task_shapes)} tasks", number)
+    news.after_commit(job.id)
+    return attempt
+
+
+def finish_attempt(attempt: JobAttempt, state: str, reason: str, exit_code: int | None) -> bool:
+    """Close an attempt: ask its live tasks to stop. False when it was already closed."""
+    now = timezone.now()
+    closed = JobAttempt.objects.filter(id=attempt.id, state=JobState.RUNNING).update(
+        state=state, reason=reason, exit_code=exit_code, completed_at=now
+    )
+    if closed:
+        Task.objects.filter(attempt=attempt, state__in=LIVE_TASK_STATES).update(stop_requested=True)
+        record(
+            attempt.job_id,
+            "attempt",
+            f"attempt {attempt.number} {state.lower()}: {reason}",
+            attempt.number,
+        )
+    return bool(closed)
+
+
+def finish_job(job: Job, state: str, reason: str, exit_code: int | None = None) -> bool:
+    old = job.state
+    if not can_move_job(old, state):
+        return False
+    moved = Job.objects.filter(id=job.id, state=old).update(
+        state=state,
+        reason=reason,
+        exit_code=exit_code,
+        completed_at=timezone.now(),
+        updated_at=timezone.now(),
+    )
+    if moved:
+        record(job.id, "state", f"{state.lower()}: {reason}")
+        news.after_commit(job.id)
+    return bool(moved)
+
+
+def retry_job(job: Job, attempt: JobAttempt, backend: Backend) -> bool:
+    """Start the next attempt when ``jobRetryCount`` allows; False when none is left."""
+    allowed = int(job.protocol.get("jobRetryCount", 0))
+    if job.retries >= allowed:
+        return False
+    moved = Job.objects.filter(id=job.id, state=JobState.RUNNING, retries=job.retries).update(
+        retries=job.retries + 1, reason=f"retrying after attempt {attempt.number} failed"
+    )
+    if moved:
+        job.retries += 1
+        start_attempt(job, backend, attempt.number + 1)
+    return True
+
+
+def stop(job: Job, by: AbstractBaseUser) -> bool:
+    """Stop a job: a waiting one at once, a running one through STOPPING."""
+    who = by.get_username()
+    with transaction.atomic():
+        if Job.objects.filter(id=job.id, state=JobState.WAITING).update(
+            state=JobState.STOPPED,
+            reason=f"stopped by {who} while waiting",
+            completed_at=timezone.now(),
+        ):
+            record(job.id, "state", f"stopped by {who} while waiting")
+        elif Job.objects.filter(id=job.id, state=JobState.RUNNING).update(
+            state=JobState.STOPPING, reason=f"stopping: requested by {who}"
+        ):
+            record(job.id, "state", f"stop requested by {who}")
+            Task.objects.filter(attempt__job=job, state__in=LIVE_TASK_STATES).update(
+                stop_requested=True
+            )
+        else:
+            return False
+    news.after_commit(job.id, reconcile=True)
+    return True

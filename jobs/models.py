@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from clusters.models import VirtualCluster
+from jobs.fields import OrderedJSONField
+from jobs.states import FINAL_JOB_STATES, JobState, TaskState
+
+
+class Job(models.Model):
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs"
+    )
+    name = models.CharField(max_length=255)
+    virtual_cluster = models.ForeignKey(
+        VirtualCluster, on_delete=models.PROTECT, related_name="jobs"
+    )
+    # The text as submitted (it may hold secrets in clear: never shown; pages use `protocol`).
+    submitted_text = models.TextField()
+    source_format = models.CharField(max_length=8, default="v2")
+    # The canonical v2 form (jobs.protocol); secrets are masked whenever it is shown.
+    protocol = OrderedJSONField()
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.WAITING)
+    reason = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    retries = models.PositiveIntegerField(default=0)  # job retries used: attempts made - 1
+    task_count = models.PositiveIntegerField(default=0)
+    gpu_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="job_name_unique_per_owner")
+        ]
+        indexes = [
+            models.Index(fields=["owner", "-created_at"], name="job_owner_recent"),
+            models.Index(fields=["state", "created_at"], name="job_state_fifo"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.owner.username}~{self.name}"
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in FINAL_JOB_STATES
+
+    @property
+    def duration(self) -> timedelta | None:
+        if self.started_at is None:
+            return None
+        end: datetime = self.completed_at or timezone.now()
+        return end - self.started_at
+
+
+class JobAttempt(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()  # 0 for the first attempt, as OpenPAI counts
+    key = models.SlugField(max_length=63, unique=True)  # the backend's name for it
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.RUNNING)
+    reason = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "number"], name="attempt_number_unique")
+        ]
+        ordering = ["job", "number"]
+
+    def __str__(self) -> str:
+        return f"{self.job} attempt {self.number}"
+
+
+class Task(models.Model):
+    attempt = models.ForeignKey(JobAttempt, on_delete=models.CASCADE, related_name="tasks")
+    role = models.CharField(max_length=64)
+    index = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.WAITING)
+    ip = models.CharField(max_length=64, blank=True)
+    ports = OrderedJSONField(default=dict)  # label -> ports, in the order the job declares
+    exit_code = models.IntegerField(null=True, blank=True)
+    diagnostics = models.TextField(blank=True)
+    retries = models.PositiveIntegerField(default=0)
+    backend_ref = models.CharField(max_length=255, blank=True)
+    node = models.CharField(max_length=255, blank=True)
+    stop_requested = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["attempt", "role", "index"], name="task_unique")
+        ]
+        indexes = [models.Index(fields=["state"], name="task_state")]
+        ordering = ["attempt", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.role}-{self.index}"
+
+    @property
+    def duration(self) -> timedelta | None:
+        if self.started_at is None:
+            return None
+        end: datetime = self.completed_at or timezone.now()
+        return end - self.started_at
+
+
+class JobEvent(models.Model):
+    """What happened to a job and its tasks, for people to read."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    attempt_number = models.IntegerField(null=True, blank=True)
+    task = models.CharField(max_length=80, blank=True)  # "<role>-<index>" or ""
+    kind = models.CharField(max_length=32)
+    message = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "time": self.created_at.isoformat(),
+            "attempt": self.attempt_number,
+            "task": self.task,
+            "kind": self.kind,
+            "message": self.message,
+        }

@@ -1,0 +1,69 @@
+"""``load_job`` / ``normalise``: from text or parsed data to the canonical v2 job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobs.protocol.errors import Issues, ProtocolError, show
+from jobs.protocol.parse import parse_text
+from jobs.protocol.plain import to_plain
+from jobs.protocol.v1 import convert_v1, looks_like_v1
+from jobs.protocol.v2 import check_v2
+
+INTERNAL = "internal error while checking the job"
+
+
+@dataclass(frozen=True)
+class LoadedJob:
+    """A checked job: ``job`` is the canonical v2 dict (JSON-serialisable)."""
+
+    job: dict[str, Any]
+    source_format: str  # "v2" or "v1"
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_job(text: str | bytes) -> LoadedJob:
+    """Parse and check a job file (v1 JSON, v2 YAML or v2 JSON); raises ProtocolError only."""
+    try:
+        document, _syntax = parse_text(text)
+        return _normalise(document)
+    except ProtocolError:
+        raise
+    except RecursionError:
+        raise ProtocolError.single("", "the job is nested too deeply") from None
+    except Exception as exc:  # the contract is ProtocolError only; say what went wrong
+        raise ProtocolError.single("", f"{INTERNAL} ({type(exc).__name__})") from exc
+
+
+def normalise(document: object) -> LoadedJob:
+    """Check an already-parsed job (a dict); raises ProtocolError only."""
+    try:
+        return _normalise(document)
+    except ProtocolError:
+        raise
+    except RecursionError:
+        raise ProtocolError.single("", "the job is nested too deeply") from None
+    except Exception as exc:
+        raise ProtocolError.single("", f"{INTERNAL} ({type(exc).__name__})") from exc
+
+
+def _normalise(document: object) -> LoadedJob:
+    issues = Issues()
+    doc, sources = to_plain(document, issues)
+    issues.raise_if_any()
+    if not isinstance(doc, dict):
+        raise ProtocolError.single(
+            "", f"a job must be an object (a mapping of fields), got {show(doc)}"
+        )
+    warnings: list[str] = []
+    if looks_like_v1(doc):
+        converted = convert_v1(issues, doc, warnings)
+        issues.raise_if_any()
+        job = check_v2(issues, converted, {})
+        source_format = "v1"
+    else:
+        job = check_v2(issues, doc, sources)
+        source_format = "v2"
+    issues.raise_if_any()
+    return LoadedJob(job=job, source_format=source_format, warnings=warnings)

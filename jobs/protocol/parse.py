@@ -1,0 +1,148 @@
+"""From the text of a job file to Python data: size and encoding checks, then JSON or YAML.
+
+JSON is used when the text starts with ``{`` (after whole-line ``//`` comments, as in
+seed 003's example, are blanked); YAML (always through a *safe* loader: no Python tags) is
+used otherwise, and as a second chance for ``{``-text whose first key is not quoted (YAML
+flow style such as ``{name: x}``). Syntax errors
+name the line and column (1-based). Duplicate keys are errors in both syntaxes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+
+from jobs.protocol.errors import ProtocolError
+
+MAX_JOB_BYTES = 1024 * 1024
+
+_STRICT_JSON = re.compile(r'^\s*\{\s*(?:"|\}|//)')  # a quoted first key: JSON, not YAML
+_LINE_COMMENT = re.compile(r"^[ \t]*//[^\n]*$", re.MULTILINE)
+
+
+class YamlFloat(float):
+    """A float that remembers how it was written (so ``version: 1.10`` stays "1.10")."""
+
+    source: str = ""
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader, with duplicate keys refused and float spellings kept."""
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    result: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            duplicate = key in result
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, "found a key that is not a string", key_node.start_mark
+            ) from None
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        result[key] = loader.construct_object(value_node, deep=True)
+    return result
+
+
+def _construct_float(loader: _Loader, node: yaml.ScalarNode) -> float:
+    value = YamlFloat(loader.construct_yaml_float(node))
+    value.source = str(node.value)
+    return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+
+
+def decode(text: str | bytes) -> str:
+    """The job text as ``str``, refusing what is too big, not UTF-8, or empty."""
+    if isinstance(text, bytes | bytearray):
+        size = len(text)
+    elif isinstance(text, str):
+        size = len(text.encode("utf-8", "surrogatepass"))
+    else:
+        raise ProtocolError.single("", f"a job file must be text, got {type(text).__name__}")
+    if size > MAX_JOB_BYTES:
+        raise ProtocolError.single(
+            "", f"the job file is {size} bytes, more than the limit of {MAX_JOB_BYTES}"
+        )
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = bytes(text).decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError.single(
+                "", f"the job file is not UTF-8 text (bad byte at offset {exc.start})"
+            ) from None
+    text = text.removeprefix("\ufeff")
+    if not text.strip():
+        raise ProtocolError.single("", "the job file is empty")
+    return text
+
+
+def parse_text(text: str | bytes) -> tuple[object, str]:
+    """``(document, syntax)`` where syntax is "json" or "yaml"; raises ProtocolError only."""
+    source = decode(text)
+    if _STRICT_JSON.match(source):
+        return _parse_json(source), "json"
+    if source.lstrip().startswith("{"):
+        try:
+            return _parse_json(source), "json"
+        except ProtocolError as json_error:
+            try:
+                return _parse_yaml(source), "yaml"
+            except ProtocolError:
+                raise json_error from None
+    return _parse_yaml(source), "yaml"
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _parse_json(source: str) -> object:
+    blanked = _LINE_COMMENT.sub(lambda m: " " * len(m.group(0)), source)
+    try:
+        return json.loads(blanked, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError.single(
+            "", f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    except RecursionError:
+        raise ProtocolError.single("", "JSON error: the document is nested too deeply") from None
+    except ValueError as exc:  # duplicate keys, integers too long to convert
+        raise ProtocolError.single("", f"JSON error: {_first_line(exc)}") from None
+
+
+def _parse_yaml(source: str) -> object:
+    try:
+        return yaml.load(source, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        if mark is None:
+            raise ProtocolError.single("", f"YAML syntax error: {problem}") from None
+        raise ProtocolError.single(
+            "", f"YAML syntax error at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+        ) from None
+    except RecursionError:
+        raise ProtocolError.single("", "YAML error: the document is nested too deeply") from None
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+        raise ProtocolError.single("", f"YAML error: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__

@@ -1,0 +1,84 @@
+"""Turn parsed data into plain JSON data, refusing what JSON cannot hold.
+
+YAML can produce dates, sets, binary strings, non-string keys, NaN, and (through aliases)
+trees far bigger than their text; a caller of ``normalise`` can even pass cycles. Here dates
+become ISO strings, YAML floats plain floats, and everything else outside JSON is an issue.
+Depth and size are bounded so that no later step can recurse or loop without end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+from jobs.protocol.errors import Issues, join, show
+
+MAX_DEPTH = 64
+MAX_NODES = 200_000
+MAX_INT_BITS = 256
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.nodes = 0
+        self.exhausted = False
+        self.float_sources: dict[str, str] = {}
+
+
+def to_plain(value: object, issues: Issues) -> tuple[Any, dict[str, str]]:
+    """A copy of ``value`` with only dict/list/str/int/float/bool/None; issues for the rest.
+
+    Also returns how each YAML float was spelt, by path (``{"version": "1.10"}``).
+    """
+    budget = _Budget()
+    result = _walk(value, "", 0, budget, issues)
+    if budget.exhausted:
+        issues.add("", f"the document is too big once expanded (more than {MAX_NODES} values)")
+    return result, budget.float_sources
+
+
+def _walk(value: object, path: str, depth: int, budget: _Budget, issues: Issues) -> Any:
+    if budget.exhausted:
+        return None
+    budget.nodes += 1
+    if budget.nodes > MAX_NODES:
+        budget.exhausted = True
+        return None
+    if depth > MAX_DEPTH:
+        issues.add(path, f"nested more than {MAX_DEPTH} levels deep")
+        return None
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        if value.bit_length() > MAX_INT_BITS:
+            issues.add(path, f"the integer is too large ({show(value)})")
+            return None
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            issues.add(path, f"must be a finite number, got {value!r}")
+            return None
+        source = getattr(value, "source", "")
+        if source:
+            budget.float_sources[path] = source
+        return float(value)
+    if isinstance(value, dt.date | dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        result: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                issues.add(path, f"keys must be strings, got {show(key)}")
+                continue
+            result[key] = _walk(item, join(path, key), depth + 1, budget, issues)
+        return result
+    if isinstance(value, list | tuple):
+        return [
+            _walk(item, join(path, index), depth + 1, budget, issues)
+            for index, item in enumerate(value)
+        ]
+    issues.add(
+        path, f"must be JSON data (string, number, boolean, list, object), got {show(value)}"
+    )
+    return None

@@ -1,0 +1,194 @@
+"""Prerequisites (seed 000) with seed 001's extensions: plugin, require, callbacks.
+
+Each prerequisite is kept as given (plugin-specific keys included: a callback reads them as
+``<% this.parameters.key %>``); only ``version`` is turned into a string and null optional
+fields dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.protocol.errors import Issues, join, show
+from jobs.protocol.fields import (
+    given,
+    is_int,
+    unknown_keys,
+    want_dict,
+    want_list,
+    want_one_of,
+    want_str,
+    want_strings,
+)
+
+TYPES = ("data", "script", "dockerimage", "output")
+EVENTS = ("containerStart", "containerExit")
+POLICIES = ("ignore", "fail")
+AUTH_KEYS = ("username", "password", "registryuri")
+KNOWN = (
+    "protocolVersion", "name", "type", "version", "contributor", "description", "auth", "uri",
+    "plugin", "require", "callbacks", "failurePolicy",
+)  # fmt: skip
+
+
+def is_version_two(value: object) -> bool:
+    """``protocolVersion`` may be written 2 or "2" (not 2.0, not true)."""
+    return value == "2" or (is_int(value) and value == 2)
+
+
+def version_text(issues: Issues, path: str, value: object, sources: dict[str, str]) -> str | None:
+    """``version`` as a string: YAML ``1.0`` is "1.0" (as written), ``3`` is "3"."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return sources.get(path) or str(value)
+    issues.add(path, f"must be a string, got {show(value)}")
+    return None
+
+
+def check_prerequisites(
+    issues: Issues, value: object, sources: dict[str, str]
+) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    items = want_list(issues, "prerequisites", value)
+    if items is None:
+        return []
+    result: list[dict[str, Any]] = []
+    seen: dict[str, str] = {}
+    for index, item in enumerate(items):
+        path = join("prerequisites", index)
+        spec = want_dict(issues, path, item)
+        if spec is None:
+            continue
+        out = _check_one(issues, path, spec, sources)
+        name = out.get("name")
+        if isinstance(name, str):
+            if name in seen:
+                issues.add(join(path, "name"), f"duplicate prerequisite name (also {seen[name]})")
+            else:
+                seen[name] = path
+        result.append(out)
+    _check_requires(issues, result)
+    return result
+
+
+def _check_one(
+    issues: Issues, path: str, spec: dict[str, Any], sources: dict[str, str]
+) -> dict[str, Any]:
+    out = {key: val for key, val in spec.items() if key not in KNOWN or val is not None}
+    if given(spec, "name"):
+        want_str(issues, join(path, "name"), spec["name"], non_empty=True)
+    else:
+        issues.add(join(path, "name"), "is required")
+    kind: str | None = None
+    if given(spec, "type"):
+        kind = want_one_of(issues, join(path, "type"), spec["type"], TYPES)
+    else:
+        issues.add(join(path, "type"), "is required")
+    if given(spec, "protocolVersion") and not is_version_two(spec["protocolVersion"]):
+        issues.add(join(path, "protocolVersion"), f"must be 2, got {show(spec['protocolVersion'])}")
+    if given(spec, "version"):
+        text = version_text(issues, join(path, "version"), spec["version"], sources)
+        if text is not None:
+            out["version"] = text
+    for key in ("contributor", "description", "plugin"):
+        if given(spec, key):
+            want_str(issues, join(path, key), spec[key])
+    _check_uri(issues, path, spec, kind)
+    if given(spec, "auth"):
+        if kind is not None and kind != "dockerimage":
+            issues.add(join(path, "auth"), "only a dockerimage prerequisite may have auth")
+        auth = want_dict(issues, join(path, "auth"), spec["auth"])
+        if auth is not None:
+            unknown_keys(issues, join(path, "auth"), auth, AUTH_KEYS)
+            for key in AUTH_KEYS:
+                if given(auth, key):
+                    want_str(issues, join(join(path, "auth"), key), auth[key])
+    if given(spec, "require"):
+        want_strings(issues, join(path, "require"), spec["require"])
+    if given(spec, "failurePolicy"):
+        want_one_of(issues, join(path, "failurePolicy"), spec["failurePolicy"], POLICIES)
+    if given(spec, "callbacks"):
+        _check_callbacks(issues, join(path, "callbacks"), spec["callbacks"])
+    return out
+
+
+def _check_uri(issues: Issues, path: str, spec: dict[str, Any], kind: str | None) -> None:
+    uri_path = join(path, "uri")
+    if not given(spec, "uri"):
+        if kind == "dockerimage":
+            issues.add(uri_path, "is required")
+        return
+    uri = spec["uri"]
+    if isinstance(uri, list):
+        if kind != "data":
+            issues.add(uri_path, "must be a string (only a data prerequisite may list several)")
+        else:
+            want_strings(issues, uri_path, uri, non_empty=True)
+    else:
+        want_str(issues, uri_path, uri, non_empty=kind == "dockerimage")
+
+
+def _check_callbacks(issues: Issues, path: str, value: object) -> None:
+    callbacks = want_list(issues, path, value)
+    for index, item in enumerate(callbacks or []):
+        item_path = join(path, index)
+        callback = want_dict(issues, item_path, item)
+        if callback is None:
+            continue
+        unknown_keys(issues, item_path, callback, ("event", "commands", "failurePolicy"))
+        if given(callback, "event"):
+            want_one_of(issues, join(item_path, "event"), callback["event"], EVENTS)
+        else:
+            issues.add(join(item_path, "event"), "is required")
+        if given(callback, "commands"):
+            want_strings(issues, join(item_path, "commands"), callback["commands"], non_empty=True)
+        else:
+            issues.add(join(item_path, "commands"), "is required")
+        if given(callback, "failurePolicy"):
+            want_one_of(
+                issues, join(item_path, "failurePolicy"), callback["failurePolicy"], POLICIES
+            )
+
+
+def _check_requires(issues: Issues, prereqs: list[dict[str, Any]]) -> None:
+    names = {p["name"]: i for i, p in enumerate(prereqs) if isinstance(p.get("name"), str)}
+    graph: dict[str, list[str]] = {}
+    for index, spec in enumerate(prereqs):
+        require = spec.get("require")
+        if not isinstance(require, list) or not isinstance(spec.get("name"), str):
+            continue
+        edges = graph.setdefault(spec["name"], [])
+        for position, needed in enumerate(require):
+            if not isinstance(needed, str):
+                continue
+            if needed not in names:
+                issues.add(
+                    join(join(join("prerequisites", index), "require"), position),
+                    f"no prerequisite named {show(needed)}",
+                )
+            else:
+                edges.append(needed)
+    reported: set[str] = set()
+    for start in graph:
+        cycle = _find_cycle(graph, start)
+        if cycle and not reported.intersection(cycle):
+            reported.update(cycle)
+            path = join(join("prerequisites", names[cycle[0]]), "require")
+            issues.add(path, "requirement cycle: " + " -> ".join([*cycle, cycle[0]]))
+
+
+def _find_cycle(graph: dict[str, list[str]], start: str) -> list[str] | None:
+    """A cycle through ``start`` (as a list of names starting there), or None."""
+    stack: list[tuple[str, list[str]]] = [(start, [start])]
+    visited: set[str] = set()
+    while stack:
+        node, trail = stack.pop()
+        for nxt in graph.get(node, []):
+            if nxt == start:
+                return trail
+            if nxt not in visited:
+                visited.add(nxt)
+                stack.append((nxt, [*trail, nxt]))
+    return None

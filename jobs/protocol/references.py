@@ -1,0 +1,182 @@
+"""``<% ... %>`` references: checked when a job is loaded, rendered when a task starts.
+
+Grammar (whitespace inside the brackets is free): a root, then ``.key`` / ``[index]`` steps.
+
+* ``$parameters`` / ``$secrets``: the job's objects (``<% $parameters %>`` alone is the JSON
+  of the whole object).
+* ``$data`` / ``$output`` / ``$script`` / ``$dockerImage``: the prerequisite the task role
+  selects (``<% $data.uri[0] %>``, ``<% $script.version %>``); only in a task role's
+  commands and its deployment pre/post commands.
+* ``this.parameters``: the prerequisite whose callback holds the command (seed 001).
+
+A string renders as itself, null as "", booleans as true/false, lists and objects as JSON.
+``[0]`` on a string URI is the string itself (a data prerequisite may give one URI).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobs.protocol.errors import Issues, join
+
+REFERENCE = re.compile(r"<%(.*?)%>", re.DOTALL)
+_SHAPE = re.compile(r"^(\$[A-Za-z_]+|this\.parameters)((?:\.[^.\[\]\s]+|\[[0-9]+\])*)$")
+_STEP = re.compile(r"\.([^.\[\]\s]+)|\[([0-9]+)\]")
+SELECTIONS = {"$data": "data", "$output": "output", "$script": "script"}
+
+
+UNCHECKED = object()  # a root whose value was invalid: references into it are not reported
+
+
+class UnknownReference(Exception):
+    """A reference that names nothing; ``str()`` is the message for the user."""
+
+
+@dataclass
+class Scope:
+    """What the references of one string may name; ``absent`` says why a root is missing."""
+
+    roots: dict[str, Any] = field(default_factory=dict)
+    absent: dict[str, str] = field(default_factory=dict)
+
+
+def role_scope(job: dict[str, Any], role: str) -> Scope:
+    """The scope of a task role's commands and its deployment pre/post commands."""
+    spec = job.get("taskRoles", {}).get(role, {})
+    prereqs = _by_name(job)
+    scope = _base(job)
+    for root, key in [*SELECTIONS.items(), ("$dockerImage", "dockerImage")]:
+        selected = spec.get(key) if isinstance(spec, dict) else None
+        if isinstance(selected, str) and isinstance(prereqs.get(selected), dict):
+            scope.roots[root] = prereqs[selected]
+        elif isinstance(selected, str):  # names no prerequisite: reported on its own
+            scope.roots[root] = UNCHECKED
+        else:
+            scope.absent[root] = f"task role {role} selects no {key}"
+    scope.absent["this.parameters"] = "only inside a prerequisite's callbacks"
+    return scope
+
+
+def prerequisite_scope(job: dict[str, Any], prereq: dict[str, Any], *, auth: bool) -> Scope:
+    """The scope of a prerequisite's callback commands (or, with ``auth``, its auth fields)."""
+    scope = _base(job)
+    for root in [*SELECTIONS, "$dockerImage"]:
+        scope.absent[root] = "only in a task role's commands"
+    if auth:
+        scope.absent["this.parameters"] = "only inside a prerequisite's callbacks"
+    else:
+        scope.roots["this.parameters"] = prereq
+    return scope
+
+
+def _base(job: dict[str, Any]) -> Scope:
+    return Scope(
+        roots={"$parameters": job.get("parameters", {}), "$secrets": job.get("secrets", {})}
+    )
+
+
+def resolve(reference: str, scope: Scope) -> Any:
+    """The value a reference's inner text names; raises UnknownReference."""
+    text = " ".join(reference.split())
+    shape = _SHAPE.match(text)
+    if shape is None:
+        raise UnknownReference(f"malformed reference <% {text} %>")
+    root, steps = shape.group(1), shape.group(2)
+    if root not in scope.roots:
+        reason = scope.absent.get(root)
+        raise UnknownReference(f"unknown reference {text}" + (f" ({reason})" if reason else ""))
+    value = scope.roots[root]
+    for key, index in _STEP.findall(steps):
+        if value is UNCHECKED:
+            return ""
+        if key and isinstance(value, dict) and key in value:
+            value = value[key]
+        elif index and isinstance(value, list) and int(index) < len(value):
+            value = value[int(index)]
+        elif index == "0" and isinstance(value, str):
+            continue
+        else:
+            raise UnknownReference(f"unknown reference {text}")
+    return value
+
+
+def as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def render(text: str, scope: Scope) -> str:
+    """``text`` with each reference replaced; raises UnknownReference."""
+    return REFERENCE.sub(lambda match: as_text(resolve(match.group(1), scope)), text)
+
+
+def check(issues: Issues, path: str, text: object, scope: Scope) -> None:
+    """An issue at ``path`` for each reference of ``text`` that names nothing."""
+    if not isinstance(text, str):
+        return
+    for match in REFERENCE.finditer(text):
+        try:
+            resolve(match.group(1), scope)
+        except UnknownReference as exc:
+            issues.add(path, str(exc))
+
+
+def check_strings(issues: Issues, path: str, texts: object, scope: Scope) -> None:
+    if isinstance(texts, list):
+        for index, text in enumerate(texts):
+            check(issues, join(path, index), text, scope)
+
+
+def check_job(issues: Issues, job: dict[str, Any], unchecked: frozenset[str] = frozenset()) -> None:
+    """Every reference in a (structurally checked) canonical job, with the path holding it.
+
+    ``unchecked`` names roots ("$parameters", "$secrets") whose value was invalid.
+    """
+    roles = job.get("taskRoles", {})
+    job = {**job, **{root[1:]: UNCHECKED for root in unchecked}}
+    for index, prereq in enumerate(job.get("prerequisites", [])):
+        if not isinstance(prereq, dict):
+            continue
+        path = join("prerequisites", index)
+        auth = prereq.get("auth")
+        if isinstance(auth, dict):
+            scope = prerequisite_scope(job, prereq, auth=True)
+            for key, value in auth.items():
+                check(issues, join(join(path, "auth"), key), value, scope)
+        callbacks = prereq.get("callbacks")
+        if isinstance(callbacks, list):
+            scope = prerequisite_scope(job, prereq, auth=False)
+            for position, callback in enumerate(callbacks):
+                if isinstance(callback, dict):
+                    where = join(join(join(path, "callbacks"), position), "commands")
+                    check_strings(issues, where, callback.get("commands"), scope)
+    for name, spec in roles.items():
+        if isinstance(spec, dict):
+            where = join(join("taskRoles", name), "commands")
+            check_strings(issues, where, spec.get("commands"), role_scope(job, name))
+    for index, deployment in enumerate(job.get("deployments", [])):
+        entries = deployment.get("taskRoles") if isinstance(deployment, dict) else None
+        if not isinstance(entries, dict):
+            continue
+        for name, entry in entries.items():
+            if name not in roles or not isinstance(entry, dict):
+                continue
+            scope = role_scope(job, name)
+            base = join(join(join("deployments", index), "taskRoles"), name)
+            for key in ("preCommands", "postCommands"):
+                check_strings(issues, join(base, key), entry.get(key), scope)
+
+
+def _by_name(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    prereqs = job.get("prerequisites")
+    return {
+        p["name"]: p
+        for p in (prereqs if isinstance(prereqs, list) else [])
+        if isinstance(p, dict) and isinstance(p.get("name"), str)
+    }

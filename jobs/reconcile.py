@@ -1,0 +1,330 @@
+"""The reconcile pass: admit, launch, observe, settle, stop. Run by beat and on demand.
+
+One pass holds a Redis lock so that two workers never launch the same task twice; every
+update inside it is also a compare-and-swap, so a pass that runs twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import redis
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from clusters.backends.base import Backend, Observation, Placement, TaskLaunch, TaskPhase
+from jobs import lifecycle, news
+from jobs.completion import TaskView, decide
+from jobs.models import Job, JobAttempt, Task
+from jobs.runtime import JobContext, bootstrap_script, task_environment
+from jobs.states import LIVE_TASK_STATES, JobState, TaskState
+
+log = logging.getLogger(__name__)
+LOCK_NAME = "portal:reconcile"
+ADMIT_BATCH = 100
+
+
+@dataclass
+class PassReport:
+    admitted: int = 0
+    launched: int = 0
+    changed_tasks: int = 0
+    finished_jobs: int = 0
+    skipped: bool = False
+    touched_jobs: set[int] = field(default_factory=set)
+
+
+@contextmanager
+def reconcile_lock() -> Iterator[bool]:
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    lock = client.lock(LOCK_NAME, timeout=120, blocking=False)
+    got = lock.acquire()
+    try:
+        yield bool(got)
+    finally:
+        if got:
+            try:
+                lock.release()
+            except redis.exceptions.LockError:
+                log.warning("the reconcile lock expired before the pass ended")
+        client.close()
+
+
+def reconcile(backend: Backend) -> PassReport:
+    with reconcile_lock() as got:
+        if not got:
+            return PassReport(skipped=True)
+        return run_pass(backend)
+
+
+def run_pass(backend: Backend) -> PassReport:
+    report = PassReport()
+    admit(backend, report)
+    launch(backend, report)
+    observe(backend, report)
+    settle(backend, report)
+    settle_orphans(backend, report)
+    send_stops(backend)
+    for job_id in report.touched_jobs:
+        news.publish(job_id)
+    return report
+
+
+def admit(backend: Backend, report: PassReport) -> None:
+    """Start the first attempt of waiting jobs, oldest first (quotas come with virtual clusters)."""
+    waiting = Job.objects.filter(state=JobState.WAITING).order_by("created_at", "id")
+    for job in waiting[:ADMIT_BATCH]:
+        if lifecycle.start_attempt(job, backend, 0) is not None:
+            report.admitted += 1
+            report.touched_jobs.add(job.id)
+
+
+def launch(backend: Backend, report: PassReport) -> None:
+    """Launch every task that is waiting and has not been handed to the backend yet."""
+    pending = list(
+        Task.objects.filter(state=TaskState.WAITING, backend_ref="", stop_requested=False)
+        .select_related("attempt__job__owner", "attempt__job__virtual_cluster")
+        .order_by("id")
+    )
+    if not pending:
+        return
+    attempt_ids = {t.attempt_id for t in pending}
+    placements: dict[int, dict[tuple[str, int], Placement]] = defaultdict(dict)
+    for row in Task.objects.filter(attempt_id__in=attempt_ids).values(
+        "attempt_id", "role", "index", "ip", "ports"
+    ):
+        placements[row["attempt_id"]][(row["role"], row["index"])] = Placement(
+            row["ip"], row["ports"]
+        )
+    for task in pending:
+        job = task.attempt.job
+        ctx = JobContext(
+            user=job.owner.get_username(),
+            job_name=job.name,
+            virtual_cluster=job.virtual_cluster.name,
+            protocol=job.protocol,
+            deployment=job.protocol.get("defaults", {}).get("deployment"),
+        )
+        try:
+            ref = launch_one(backend, task, ctx, placements[task.attempt_id])
+        except Exception as exc:  # one task that cannot start must not stop the pass
+            log.exception("could not launch %s", task)
+            Task.objects.filter(id=task.id, state=TaskState.WAITING, backend_ref="").update(
+                state=TaskState.FAILED,
+                diagnostics=f"could not start: {exc}",
+                completed_at=timezone.now(),
+            )
+            report.touched_jobs.add(job.id)
+            continue
+        Task.objects.filter(id=task.id, backend_ref="").update(backend_ref=ref)
+        report.launched += 1
+        report.touched_jobs.add(job.id)
+
+
+def launch_one(
+    backend: Backend, task: Task, ctx: JobContext, placements: dict[tuple[str, int], Placement]
+) -> str:
+    job = task.attempt.job
+    env = task_environment(ctx, placements, task.role, task.index)
+    spec = job.protocol["taskRoles"][task.role]
+    resources = spec["resourcePerInstance"]
+    return backend.launch(
+        TaskLaunch(
+            attempt_key=task.attempt.key,
+            role=task.role,
+            index=task.index,
+            retry=task.retries,
+            script=bootstrap_script(ctx, task.role, env),
+            env=env,
+            placement=placements[(task.role, task.index)],
+            cpu=resources["cpu"],
+            memory_mb=resources["memoryMB"],
+            gpu=resources["gpu"],
+            image=image_of(job.protocol, task.role),
+            shm_mb=spec.get("extraContainerOptions", {}).get("shmMB", 64),
+        )
+    )
+
+
+def image_of(protocol: dict[str, object], role: str) -> str:
+    roles = protocol["taskRoles"]
+    assert isinstance(roles, dict)
+    name = roles[role].get("dockerImage")
+    prerequisites = protocol.get("prerequisites") or []
+    assert isinstance(prerequisites, list)
+    for item in prerequisites:
+        if item.get("name") == name and item.get("type") == "dockerimage":
+            return str(item.get("uri", ""))
+    return ""
+
+
+def observe(backend: Backend, report: PassReport) -> None:
+    """One backend call for every live task, then a compare-and-swap update per changed task."""
+    live = list(
+        Task.objects.filter(state__in=LIVE_TASK_STATES)
+        .exclude(backend_ref="")
+        .select_related("attempt")
+    )
+    if not live:
+        return
+    seen = backend.observe([t.backend_ref for t in live])
+    for task in live:
+        obs = seen.get(task.backend_ref) or Observation(task.backend_ref, TaskPhase.GONE)
+        changes = changes_for(task, obs)
+        if not changes:
+            continue
+        moved = Task.objects.filter(
+            id=task.id, state=task.state, backend_ref=task.backend_ref
+        ).update(**changes)
+        if moved:
+            report.changed_tasks += 1
+            report.touched_jobs.add(task.attempt.job_id)
+            if "state" in changes and changes["state"] != task.state:
+                lifecycle.record(
+                    task.attempt.job_id,
+                    "task",
+                    f"{task.role}-{task.index} {changes['state'].lower()}"
+                    + (f": {changes['diagnostics']}" if changes.get("diagnostics") else ""),
+                    task.attempt.number,
+                    f"{task.role}-{task.index}",
+                )
+
+
+def changes_for(task: Task, obs: Observation) -> dict[str, object]:
+    """The fields of ``task`` that ``obs`` changes (empty when nothing does)."""
+    now = timezone.now()
+    new: dict[str, object] = {}
+    if obs.phase == TaskPhase.PENDING:
+        if obs.diagnostics != task.diagnostics:
+            new["diagnostics"] = obs.diagnostics
+    elif obs.phase == TaskPhase.RUNNING:
+        if task.state != TaskState.RUNNING:
+            new.update(state=TaskState.RUNNING, started_at=obs.started_at or now, diagnostics="")
+        if obs.ip and obs.ip != task.ip:
+            new["ip"] = obs.ip
+        if obs.node and obs.node != task.node:
+            new["node"] = obs.node
+    else:
+        if obs.phase == TaskPhase.SUCCEEDED:
+            state = TaskState.SUCCEEDED
+        elif task.stop_requested:
+            state = TaskState.STOPPED
+        else:
+            state = TaskState.FAILED
+        diagnostics = obs.diagnostics
+        if obs.phase == TaskPhase.GONE and not diagnostics:
+            diagnostics = "stopped" if task.stop_requested else "the backend lost the task"
+        new.update(
+            state=state,
+            exit_code=obs.exit_code,
+            diagnostics=diagnostics,
+            completed_at=obs.finished_at or now,
+            started_at=task.started_at or obs.started_at,
+        )
+        if obs.node:
+            new["node"] = obs.node
+    return new
+
+
+def settle(backend: Backend, report: PassReport) -> None:
+    """Apply retries and completion policies to running attempts; close stopped jobs."""
+    attempts = list(JobAttempt.objects.filter(state=JobState.RUNNING).select_related("job__owner"))
+    if not attempts:
+        return
+    tasks_by_attempt: dict[int, list[Task]] = defaultdict(list)
+    for task in Task.objects.filter(attempt__in=attempts).order_by("id"):
+        tasks_by_attempt[task.attempt_id].append(task)
+    for attempt in attempts:
+        job = attempt.job
+        tasks = tasks_by_attempt[attempt.id]
+        if job.state == JobState.STOPPING:
+            settle_stopping(job, attempt, tasks, report)
+            continue
+        if job.state != JobState.RUNNING:
+            lifecycle.finish_attempt(attempt, job.state, job.reason, job.exit_code)
+            continue
+        retry_tasks(job, attempt, tasks)
+        verdict = decide(
+            job.protocol,
+            (TaskView(t.role, t.index, t.state, t.exit_code, t.diagnostics) for t in tasks),
+        )
+        if verdict is None:
+            continue
+        report.touched_jobs.add(job.id)
+        if not lifecycle.finish_attempt(attempt, verdict.state, verdict.reason, verdict.exit_code):
+            continue
+        if verdict.state == TaskState.FAILED and lifecycle.retry_job(job, attempt, backend):
+            continue
+        if lifecycle.finish_job(job, verdict.state, verdict.reason, verdict.exit_code):
+            report.finished_jobs += 1
+
+
+def retry_tasks(job: Job, attempt: JobAttempt, tasks: list[Task]) -> None:
+    """Send failed tasks with retries left back to WAITING; they launch in the next pass."""
+    for task in tasks:
+        allowed = job.protocol["taskRoles"][task.role].get("taskRetryCount", 0)
+        if task.state != TaskState.FAILED or task.retries >= allowed or task.stop_requested:
+            continue
+        moved = Task.objects.filter(
+            id=task.id, state=TaskState.FAILED, retries=task.retries
+        ).update(
+            state=TaskState.WAITING, retries=task.retries + 1, backend_ref="", completed_at=None
+        )
+        if moved:
+            lifecycle.record(
+                job.id,
+                "task",
+                f"{task.role}-{task.index} retry {task.retries + 1} of {allowed} "
+                f"after: {task.diagnostics or f'exit code {task.exit_code}'}",
+                attempt.number,
+                f"{task.role}-{task.index}",
+            )
+            task.state = TaskState.WAITING
+            task.retries += 1
+
+
+def settle_stopping(job: Job, attempt: JobAttempt, tasks: list[Task], report: PassReport) -> None:
+    if any(t.state in LIVE_TASK_STATES for t in tasks):
+        return
+    reason = job.reason.replace("stopping: requested", "stopped", 1)
+    lifecycle.finish_attempt(attempt, JobState.STOPPED, reason, None)
+    if lifecycle.finish_job(job, JobState.STOPPED, reason):
+        report.finished_jobs += 1
+    report.touched_jobs.add(job.id)
+
+
+def settle_orphans(backend: Backend, report: PassReport) -> None:
+    """Jobs left without a running attempt by a pass that died half-way: finish what it began."""
+    orphans = Job.objects.filter(state__in=[JobState.RUNNING, JobState.STOPPING]).exclude(
+        attempts__state=JobState.RUNNING
+    )
+    for job in orphans.filter(attempts__isnull=False).distinct():
+        last = job.attempts.order_by("-number").first()
+        assert last is not None
+        if job.state == JobState.STOPPING:
+            live = list(Task.objects.filter(attempt__job=job, state__in=LIVE_TASK_STATES))
+            settle_stopping(job, last, live, report)
+        elif last.state == JobState.FAILED and lifecycle.retry_job(job, last, backend):
+            continue
+        elif lifecycle.finish_job(job, last.state, last.reason, last.exit_code):
+            report.finished_jobs += 1
+        report.touched_jobs.add(job.id)
+
+
+def send_stops(backend: Backend) -> None:
+    refs = list(
+        Task.objects.filter(state__in=LIVE_TASK_STATES, stop_requested=True)
+        .exclude(backend_ref="")
+        .values_list("backend_ref", flat=True)
+    )
+    if refs:
+        backend.stop(refs)
+    # Tasks that were never launched have nothing to stop.
+    Task.objects.filter(Q(backend_ref=""), state=TaskState.WAITING, stop_requested=True).update(
+        state=TaskState.STOPPED, completed_at=timezone.now()
+    )

@@ -1,0 +1,161 @@
+"""What runs in each task: its environment and its bootstrap script.
+
+The script needs nothing but ``/bin/sh``; it behaves the same on every backend. Variables follow
+seed 002 (``PAI_*``) and seed 003 (``QIZHI_*`` aliases for v1 jobs).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from clusters.backends.base import Placement
+from jobs.protocol import render_role
+
+TaskKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class JobContext:
+    user: str
+    job_name: str
+    virtual_cluster: str
+    protocol: dict[str, Any]
+    deployment: str | None = None
+
+
+def env_name(part: str) -> str:
+    """A role or label as it appears inside a variable name (v1 names may hold . ~ -)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", part)
+
+
+def host_port(placement: Placement) -> str:
+    """``ip:port`` of a task's first port, or the bare ip when it declares none."""
+    for ports in placement.ports.values():
+        if ports:
+            return f"{placement.ip}:{ports[0]}"
+    return placement.ip
+
+
+def task_environment(
+    ctx: JobContext, placements: dict[TaskKey, Placement], role: str, index: int
+) -> dict[str, str]:
+    roles: dict[str, Any] = ctx.protocol["taskRoles"]
+    spec = roles[role]
+    resources = spec["resourcePerInstance"]
+    mine = placements[(role, index)]
+    env: dict[str, str] = {
+        "PAI_JOB_NAME": ctx.job_name,
+        "PAI_USER_NAME": ctx.user,
+        "PAI_DEFAULT_FS_URI": "",
+        "PAI_JOB_VC_NAME": ctx.virtual_cluster,
+        "PAI_VIRTUAL_CLUSTER": ctx.virtual_cluster,
+        "PAI_TASK_ROLE_COUNT": str(len(roles)),
+        "PAI_TASK_ROLE_LIST": ",".join(roles),
+        "PAI_JOB_TASK_COUNT": str(sum(r["instances"] for r in roles.values())),
+        "PAI_CURRENT_TASK_ROLE_NAME": role,
+        "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(index),
+        "PAI_CURRENT_TASK_ROLE_TASK_COUNT": str(spec["instances"]),
+        "PAI_CURRENT_TASK_ROLE_CPU_COUNT": str(resources["cpu"]),
+        "PAI_CURRENT_TASK_ROLE_MEM_MB": str(resources["memoryMB"]),
+        "PAI_CURRENT_TASK_ROLE_GPU_COUNT": str(resources["gpu"]),
+        "PAI_CONTAINER_HOST_IP": mine.ip,
+        "PAI_CONTAINER_HOST_PORT_LIST": ";".join(
+            f"{label}:{','.join(map(str, ports))}" for label, ports in mine.ports.items()
+        ),
+        "PAI_CONTAINER_SSH_PORT": str(mine.ports["ssh"][0]) if mine.ports.get("ssh") else "",
+    }
+    for label, ports in mine.ports.items():
+        env[f"PAI_CONTAINER_HOST_{env_name(label)}_PORT_LIST"] = ",".join(map(str, ports))
+    for name, other in roles.items():
+        key = env_name(name)
+        res = other["resourcePerInstance"]
+        shm = other.get("extraContainerOptions", {}).get("shmMB", 64)
+        completion = other["completion"]
+        env[f"PAI_TASK_ROLE_TASK_COUNT_{key}"] = str(other["instances"])
+        env[f"PAI_RESOURCE_{key}"] = f"{res['gpu']},{res['cpu']},{res['memoryMB']},{shm}"
+        env[f"PAI_MIN_FAILED_TASK_COUNT_{key}"] = str(completion["minFailedInstances"])
+        env[f"PAI_MIN_SUCCEEDED_TASK_COUNT_{key}"] = str(completion["minSucceededInstances"])
+        hosts = []
+        for i in range(other["instances"]):
+            placement = placements[(name, i)]
+            hosts.append(host_port(placement))
+            env[f"PAI_HOST_IP_{key}_{i}"] = placement.ip
+            for label, ports in placement.ports.items():
+                env[f"PAI_PORT_LIST_{key}_{i}_{env_name(label)}"] = ",".join(map(str, ports))
+        env[f"PAI_TASK_ROLE_{key}_HOST_LIST"] = ",".join(hosts)
+    v1 = ctx.protocol.get("extras", {}).get("v1")
+    if isinstance(v1, dict):
+        env.update(v1_environment(env, v1))
+    return env
+
+
+def v1_environment(env: dict[str, str], v1: dict[str, Any]) -> dict[str, str]:
+    """Seed 003's ``QIZHI_*`` names and the v1 directories and ``jobEnvs``."""
+    extra: dict[str, str] = {
+        "PAI_DATA_DIR": str(v1.get("dataDir") or ""),
+        "PAI_OUTPUT_DIR": str(v1.get("outputDir") or ""),
+        "PAI_CODE_DIR": str(v1.get("codeDir") or ""),
+        "PAI_KILL_ALL_ON_COMPLETED_TASK_NUM": str(v1.get("killAllOnCompletedTaskNumber") or 0),
+    }
+    for name, value in {**env, **extra}.items():
+        if name.startswith("PAI_"):
+            extra["QIZHI_" + name[4:]] = value
+    extra["QIZHI_JOB_TASK_ROLE_COUNT"] = env["PAI_TASK_ROLE_COUNT"]
+    extra["QIZHI_JOB_TASK_ROLE_LIST"] = env["PAI_TASK_ROLE_LIST"]
+    job_envs = v1.get("jobEnvs") or {}
+    if isinstance(job_envs, dict):
+        for name, value in job_envs.items():
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(name)):
+                extra[str(name)] = value if isinstance(value, str) else _json_scalar(value)
+    return extra
+
+
+def _json_scalar(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+SCRIPT_HEAD = """#!/bin/sh
+# Generated by the portal: the bootstrap of one task. Needs nothing but /bin/sh.
+"""
+
+SCRIPT_BODY = """export PAI_WORK_DIR="${PAI_WORK_DIR:-$PWD}"
+cd "$PAI_WORK_DIR" || exit 1
+task="$PAI_CURRENT_TASK_ROLE_NAME-$PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX"
+echo "[portal] task $task starting" >&2
+(
+set -e
+%(pre)s
+%(commands)s
+)
+code=$?
+if [ "$code" -eq 0 ]; then
+(
+set -e
+%(post)s
+)
+code=$?
+fi
+echo "[portal] task $task exited with code $code" >&2
+exit "$code"
+"""
+
+
+def bootstrap_script(ctx: JobContext, role: str, env: dict[str, str]) -> str:
+    """The script for one task; its environment is exported at the top."""
+    commands = render_role(ctx.protocol, role, ctx.deployment)
+    exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
+    return (
+        SCRIPT_HEAD
+        + exports
+        + SCRIPT_BODY
+        % {
+            "pre": "\n".join(commands.pre_commands) or ":",
+            "commands": "\n".join(commands.commands) or ":",
+            "post": "\n".join(commands.post_commands) or ":",
+        }
+    )

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def issue(self, user: object, seconds: int, kind: str = "session") -> tuple[ApiToken, str]:
+        """A new token for ``user``; the clear text is returned once and stored only hashed."""
+        token = secrets.token_urlsafe(32)
+        row = self.create(
+            user=user,
+            digest=hash_token(token),
+            kind=kind,
+            expires_at=timezone.now() + timedelta(seconds=seconds),
+        )
+        return row, token
+
+    def active(self) -> ApiTokenQuerySet:
+        return self.filter(expires_at__gt=timezone.now(), user__is_active=True)
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    digest = models.CharField(max_length=64, unique=True)
+    kind = models.CharField(max_length=16, default="session")  # session | application
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.kind} token of {self.user_id}"

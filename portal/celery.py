@@ -1,0 +1,23 @@
+"""The Celery app: Redis broker, JSON only, settings from ``CELERY_*``."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+app = Celery("portal")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+@app.on_after_finalize.connect
+def schedule_reconcile(sender: Celery, **kwargs: object) -> None:
+    from django.conf import settings
+
+    interval = settings.RECONCILE_INTERVAL_SECONDS
+    sender.add_periodic_task(
+        interval, sender.tasks["jobs.tasks.reconcile"], name="reconcile", expires=interval * 0.9
+    )

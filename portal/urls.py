@@ -1,0 +1,23 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
+
+import portal.converters  # noqa: F401  (registers <username:...>)
+from portal.accounts.api import LoginView
+
+api_auth = [path("authn/basic/login", LoginView.as_view())]
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="jobs:list"), name="home"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("jobs/", include("jobs.urls")),
+    path("api/v1/", include(api_auth)),
+    path("api/v2/", include(api_auth)),
+    path("api/v2/", include("jobs.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularRedocView.as_view(url_name="schema"), name="api-docs"),
+]

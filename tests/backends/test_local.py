@@ -1,0 +1,359 @@
+"""The local backend runs each task as a detached process group on this machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from clusters.backends.base import Placement, TaskLaunch, TaskPhase, TaskShape
+from clusters.backends.local import DISAPPEARED, LocalBackend, LocalBackendError
+
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 10.0) -> T:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
+        time.sleep(0.02)
+
+
+def launch(
+    backend: LocalBackend,
+    script: str,
+    *,
+    key: str = "job-1-a1",
+    role: str = "worker",
+    index: int = 0,
+    retry: int = 0,
+    env: dict[str, str] | None = None,
+    gpu: int = 0,
+) -> str:
+    return backend.launch(
+        TaskLaunch(
+            attempt_key=key,
+            role=role,
+            index=index,
+            retry=retry,
+            script=script,
+            env=env or {},
+            placement=Placement(ip="127.0.0.1", ports={}),
+            cpu=1,
+            memory_mb=100,
+            gpu=gpu,
+        )
+    )
+
+
+def phase_of(backend: LocalBackend, ref: str) -> TaskPhase:
+    return backend.observe([ref])[ref].phase
+
+
+def wait_until_ended(backend: LocalBackend, ref: str, timeout: float = 10.0) -> TaskPhase:
+    def ended() -> TaskPhase | None:
+        phase = phase_of(backend, ref)
+        return phase if phase in (TaskPhase.SUCCEEDED, TaskPhase.FAILED) else None
+
+    phase = wait_for(ended, timeout)
+    assert phase is not None
+    return phase
+
+
+def record(root: Path, ref: str) -> dict[str, object]:
+    data: dict[str, object] = json.loads((root / ref / "task.json").read_text())
+    return data
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of ``pid`` (``Z`` for a zombie), or None when it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rfind(")") + 2 :].split()[0]
+
+
+def gone(pid: int) -> bool:
+    return process_state(pid) in (None, "Z", "X")
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> LocalBackend:
+    return LocalBackend(tmp_path / "tasks")
+
+
+def test_a_task_that_exits_zero_succeeds_and_its_stdout_is_captured(
+    backend: LocalBackend,
+) -> None:
+    ref = launch(backend, 'echo "hello $GREETING"\n', env={"GREETING": "world"})
+    assert ref == "job-1-a1/worker-0"
+    assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
+    obs = backend.observe([ref])[ref]
+    assert obs.exit_code == 0
+    assert obs.diagnostics == ""
+    assert obs.ip == "127.0.0.1" and obs.node
+    assert obs.started_at is not None and obs.finished_at is not None
+    assert backend.read_log(ref, "stdout") == b"hello world\n"
+
+
+def test_a_task_that_exits_three_fails_with_that_code_and_its_stderr_is_kept_apart(
+    backend: LocalBackend,
+) -> None:
+    ref = launch(backend, "echo out\necho err >&2\nexit 3\n")
+    assert wait_until_ended(backend, ref) == TaskPhase.FAILED
+    obs = backend.observe([ref])[ref]
+    assert obs.exit_code == 3
+    assert obs.diagnostics == "exited with code 3"
+    assert backend.read_log(ref, "stdout") == b"out\n"
+    assert backend.read_log(ref, "stderr") == b"err\n"
+
+
+def test_the_script_gets_its_env_and_runs_in_its_working_directory(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    ref = launch(
+        backend,
+        'echo "$PAI_TASK_ROLE_NAME|$PAI_WORK_DIR|$(pwd)|$PATH"',
+        env={"PAI_TASK_ROLE_NAME": "worker"},
+    )
+    assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
+    workdir = str(tmp_path / "tasks" / ref)
+    role, work_dir, cwd, path = backend.read_log(ref, "stdout").decode().strip().split("|")
+    assert (role, work_dir, cwd) == ("worker", workdir, workdir)
+    assert path == os.environ["PATH"]
+    assert (tmp_path / "tasks" / ref / "bootstrap.sh").read_text().startswith("echo")
+
+
+def test_a_given_work_dir_is_kept_and_a_retry_gets_its_own_directory(
+    backend: LocalBackend,
+) -> None:
+    ref = launch(backend, 'echo "$PAI_WORK_DIR"', retry=2, env={"PAI_WORK_DIR": "/elsewhere"})
+    assert ref == "job-1-a1/worker-0-r2"
+    wait_until_ended(backend, ref)
+    assert backend.read_log(ref, "stdout") == b"/elsewhere\n"
+
+
+def test_launching_the_same_task_twice_returns_the_same_ref_without_a_second_run(
+    backend: LocalBackend,
+) -> None:
+    ref = launch(backend, "echo once >> runs.txt")
+    assert launch(backend, "echo once >> runs.txt") == ref
+    wait_until_ended(backend, ref)
+    assert (backend.root / ref / "runs.txt").read_text() == "once\n"
+
+
+def test_a_stale_finished_task_under_the_same_ref_is_replaced_by_a_new_script(
+    backend: LocalBackend,
+) -> None:
+    ref = launch(backend, "echo old; touch old.txt")
+    wait_until_ended(backend, ref)
+    assert launch(backend, "echo new") == ref
+    assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
+    assert backend.read_log(ref, "stdout") == b"new\n"
+    assert not (backend.root / ref / "old.txt").exists()
+
+
+def test_a_running_task_is_never_replaced(backend: LocalBackend) -> None:
+    ref = launch(backend, "sleep 30")
+    try:
+        with pytest.raises(LocalBackendError):
+            launch(backend, "echo other")
+        assert phase_of(backend, ref) == TaskPhase.RUNNING
+    finally:
+        backend.stop([ref])
+
+
+def test_placement_gives_ports_unique_across_shapes_and_labels_with_counts_honoured(
+    backend: LocalBackend,
+) -> None:
+    shapes = [
+        TaskShape("master", 0, 1, 100, 0, {"http": 2, "ssh": 1}),
+        TaskShape("worker", 0, 1, 100, 0, {"http": 3}),
+        TaskShape("worker", 1, 1, 100, 0, {}),
+    ]
+    placements = backend.place("job-1-a1", shapes)
+    assert [p.ip for p in placements] == ["127.0.0.1"] * 3
+    assert [{k: len(v) for k, v in p.ports.items()} for p in placements] == [
+        {"http": 2, "ssh": 1},
+        {"http": 3},
+        {},
+    ]
+    ports = [port for p in placements for group in p.ports.values() for port in group]
+    assert len(ports) == len(set(ports)) == 6
+    assert all(0 < port < 65536 for port in ports)
+
+
+def test_placement_avoids_the_ports_of_live_tasks(backend: LocalBackend) -> None:
+    placement = backend.place("job-1-a1", [TaskShape("w", 0, 1, 100, 0, {"http": 1})])[0]
+    used = placement.ports["http"][0]
+    ref = backend.launch(TaskLaunch("job-1-a1", "w", 0, 0, "sleep 30", {}, placement, 1, 100, 0))
+    try:
+        for _ in range(20):
+            again = backend.place("job-2-a1", [TaskShape("w", 0, 1, 100, 0, {"http": 50})])[0]
+            assert used not in again.ports["http"]
+    finally:
+        backend.stop([ref])
+
+
+def test_stop_kills_the_whole_process_group_and_the_task_fails_with_a_signal(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    ref = launch(backend, "sleep 300 &\necho $! > child.pid\necho $$ > main.pid\nwait\n")
+    workdir = tmp_path / "tasks" / ref
+    wait_for(lambda: (workdir / "child.pid").exists() and (workdir / "main.pid").exists())
+    child = int(wait_for(lambda: (workdir / "child.pid").read_text().strip()))
+    main = int(wait_for(lambda: (workdir / "main.pid").read_text().strip()))
+    assert phase_of(backend, ref) == TaskPhase.RUNNING
+    assert record(tmp_path / "tasks", ref)["pid"] == main
+
+    backend.stop([ref])
+    backend.stop([ref])  # idempotent
+
+    wait_for(lambda: gone(child) and gone(main))
+    assert wait_until_ended(backend, ref) == TaskPhase.FAILED
+    obs = backend.observe([ref])[ref]
+    assert obs.exit_code == 128 + signal.SIGTERM
+    assert obs.diagnostics == "killed by signal 15 (SIGTERM) after a stop request"
+    assert record(tmp_path / "tasks", ref)["stop_requested_at"]
+
+
+def test_stop_escalates_to_sigkill_for_a_task_that_ignores_sigterm(tmp_path: Path) -> None:
+    backend = LocalBackend(tmp_path / "tasks", stop_grace_seconds=0.5)
+    ref = launch(backend, "trap 'echo got TERM' TERM\necho ready\nwhile :; do sleep 0.1; done\n")
+    wait_for(lambda: backend.read_log(ref, "stdout") == b"ready\n")
+    started = time.monotonic()
+    backend.stop([ref])
+    assert time.monotonic() - started < 0.5  # stop never waits for the grace period
+    wait_for(lambda: b"got TERM" in backend.read_log(ref, "stdout"))
+    assert phase_of(backend, ref) == TaskPhase.RUNNING  # still within the grace period
+    assert wait_until_ended(backend, ref) == TaskPhase.FAILED  # observe sends SIGKILL
+    obs = backend.observe([ref])[ref]
+    assert obs.exit_code == 128 + signal.SIGKILL
+    assert obs.diagnostics.startswith("killed by signal 9 (SIGKILL)")
+
+
+def test_a_fresh_backend_finds_a_task_started_by_another_instance(tmp_path: Path) -> None:
+    first = LocalBackend(tmp_path / "tasks")
+    ref = launch(first, "while [ ! -e go ]; do sleep 0.05; done\necho done\n")
+    restarted = LocalBackend(tmp_path / "tasks")
+    obs = restarted.observe([ref])[ref]
+    assert obs.phase == TaskPhase.RUNNING
+    assert obs.started_at is not None
+    (tmp_path / "tasks" / ref / "go").touch()
+    assert wait_until_ended(restarted, ref) == TaskPhase.SUCCEEDED
+    assert restarted.read_log(ref, "stdout") == b"done\n"
+
+
+def test_a_task_killed_with_its_wrapper_is_reported_as_disappeared(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    ref = launch(backend, "sleep 300\n")
+    rec = record(tmp_path / "tasks", ref)
+    assert isinstance(rec["wrapper_pid"], int) and isinstance(rec["pgid"], int)
+    os.killpg(rec["wrapper_pid"], signal.SIGKILL)  # as the OOM killer or a reboot would
+    os.killpg(rec["pgid"], signal.SIGKILL)
+    assert wait_until_ended(backend, ref) == TaskPhase.FAILED
+    obs = backend.observe([ref])[ref]
+    assert obs.exit_code is None
+    assert obs.diagnostics == DISAPPEARED
+    assert not (tmp_path / "tasks" / ref / "exit_code").exists()
+
+
+def test_processes_left_behind_by_a_finished_script_are_killed(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    ref = launch(backend, "sleep 300 &\necho $! > child.pid\n")
+    assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
+    child = int((tmp_path / "tasks" / ref / "child.pid").read_text())
+    wait_for(lambda: gone(child))
+
+
+def test_a_finished_task_leaves_no_zombie_behind(backend: LocalBackend, tmp_path: Path) -> None:
+    ref = launch(backend, "echo $$ > main.pid\nsleep 0.2\n")
+    rec = record(tmp_path / "tasks", ref)
+    main, wrapper = rec["pid"], rec["wrapper_pid"]
+    assert isinstance(main, int) and isinstance(wrapper, int)
+    pid_file = tmp_path / "tasks" / ref / "main.pid"
+    assert int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())) == main
+    stat = Path(f"/proc/{wrapper}/stat").read_text()
+    assert int(stat[stat.rfind(")") + 2 :].split()[1]) != os.getpid()  # not our child
+    assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
+    wait_for(lambda: process_state(main) is None)  # reaped by its wrapper, not a zombie
+
+
+def test_unknown_and_malformed_refs_are_gone(backend: LocalBackend) -> None:
+    seen = backend.observe(["job-9-a1/worker-0", "../x", "/etc/passwd", ""])
+    assert {obs.phase for obs in seen.values()} == {TaskPhase.GONE}
+    assert len(seen) == 4
+    backend.stop(["job-9-a1/worker-0", "../x"])  # ignored
+
+
+def test_read_log_gives_the_tail_and_nothing_for_a_missing_log(backend: LocalBackend) -> None:
+    ref = launch(backend, "printf 0123456789")
+    wait_until_ended(backend, ref)
+    assert backend.read_log(ref, "stdout", tail_bytes=4) == b"6789"
+    assert backend.read_log(ref, "stdout", tail_bytes=100) == b"0123456789"
+    assert backend.read_log(ref, "stderr") == b""
+    assert backend.read_log("job-9-a1/worker-0", "stdout") == b""
+
+
+@pytest.mark.parametrize("ref", ["../x", "job-1-a1/../../x", "/etc/passwd", "a/b/c", ".."])
+def test_read_log_rejects_refs_outside_the_root(backend: LocalBackend, ref: str) -> None:
+    with pytest.raises(ValueError):
+        backend.read_log(ref, "stdout")
+
+
+def test_read_log_rejects_an_unknown_stream(backend: LocalBackend) -> None:
+    with pytest.raises(ValueError):
+        backend.read_log("job-1-a1/worker-0", "exit_code")
+
+
+def test_capacity_reports_this_machine(backend: LocalBackend) -> None:
+    capacity = backend.capacity()
+    assert capacity.cpu == os.cpu_count()
+    assert capacity.memory_mb > 0
+
+
+@pytest.fixture
+def two_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake ``nvidia-smi`` on PATH that reports two GPUs."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nprintf '0, Tesla T4\\n1, Tesla T4\\n'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+@pytest.mark.usefixtures("two_gpus")
+def test_tasks_get_distinct_free_gpus_and_cpu_tasks_see_none(backend: LocalBackend) -> None:
+    assert backend.capacity().gpus == {"Tesla T4": 2}
+    script = 'echo "[$CUDA_VISIBLE_DEVICES]"\nwhile [ ! -e go ]; do sleep 0.05; done\n'
+    first = launch(backend, script, index=0, gpu=1)
+    second = launch(backend, script, index=1, gpu=1)
+    cpu_only = launch(backend, script, index=2, gpu=0)
+    with pytest.raises(LocalBackendError):
+        launch(backend, script, index=3, gpu=1)
+    for ref in (first, second, cpu_only):
+        wait_for(lambda ref=ref: backend.read_log(ref, "stdout"))  # type: ignore[misc]
+    logs = {ref: backend.read_log(ref, "stdout") for ref in (first, second, cpu_only)}
+    assert sorted([logs[first], logs[second]]) == [b"[0]\n", b"[1]\n"]
+    assert logs[cpu_only] == b"[]\n"
+    for ref in (first, second, cpu_only):
+        (backend.root / ref / "go").touch()
+        wait_until_ended(backend, ref)
+    fourth = launch(backend, script, index=3, gpu=2)  # the GPUs are free again
+    assert backend.read_log(fourth, "stdout") in (b"", b"[0,1]\n")
+    backend.stop([fourth])

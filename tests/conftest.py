@@ -1,0 +1,91 @@
+"""Shared fixtures: personas (alice owns jobs, bob is another user, admin) and a real backend."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+
+from clusters import registry
+from clusters.backends.local import LocalBackend
+
+
+@pytest.fixture(autouse=True)
+def _test_settings(settings, tmp_path: Path) -> None:
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    settings.LOCAL_TASK_ROOT = tmp_path / "tasks"
+    settings.LOCAL_STOP_GRACE_SECONDS = 2.0
+
+
+@pytest.fixture(autouse=True)
+def _fresh_backend() -> Iterator[None]:
+    """The backend is built from settings once per process; once per test here."""
+    registry.get_backend.cache_clear()
+    yield
+    registry.get_backend.cache_clear()
+
+
+@pytest.fixture
+def backend(settings) -> Iterator[LocalBackend]:
+    local = registry.get_backend()
+    assert isinstance(local, LocalBackend)
+    yield local
+    # Leave no process behind.
+    refs = [str(p.relative_to(local.root)) for p in Path(local.root).glob("*/*") if p.is_dir()]
+    local.stop(refs)
+
+
+@pytest.fixture(autouse=True)
+def _no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests drive reconcile passes themselves; enqueueing is a no-op here."""
+    from jobs import tasks
+
+    monkeypatch.setattr(tasks.reconcile, "delay", lambda *a, **k: None)
+
+
+def make_user(username: str, **extra: object) -> User:
+    return User.objects.create_user(username, password=f"{username}-secret-pw", **extra)
+
+
+@pytest.fixture
+def alice(db) -> User:
+    return make_user("alice")
+
+
+@pytest.fixture
+def bob(db) -> User:
+    return make_user("bob")
+
+
+@pytest.fixture
+def admin(db) -> User:
+    return make_user("admin", is_staff=True, is_superuser=True)
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 30.0, step: float = 0.1) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+        time.sleep(step)
+
+
+@pytest.fixture
+def async_client_for():
+    """A logged-in test client whose session cookie a WebSocket can carry."""
+    from asgiref.sync import sync_to_async
+    from django.test import Client
+
+    async def make(user: User) -> Client:
+        client = Client()
+        await sync_to_async(client.force_login)(user)
+        return client
+
+    return make

@@ -1,0 +1,61 @@
+"""The job page's WebSocket: news for the owner and admins, nothing for anyone else."""
+
+from __future__ import annotations
+
+import pytest
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+
+from jobs import lifecycle
+from jobs.news import group_name
+from portal.asgi import application
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+HELLO = (
+    "protocolVersion: 2\nname: hello\ntype: job\n"
+    "prerequisites: [{name: img, type: dockerimage, uri: python}]\ntaskRoles:\n  main:\n"
+    "    dockerImage: img\n    resourcePerInstance: {cpu: 1, memoryMB: 100, gpu: 0}\n    commands: [echo hi]\n"
+)
+
+
+async def connect(client, job_id: int, origin: bytes = b"http://localhost"):
+    cookie = client.cookies["sessionid"].value
+    communicator = WebsocketCommunicator(
+        application,
+        f"/ws/jobs/{job_id}/",
+        headers=[
+            (b"cookie", f"sessionid={cookie}".encode()),
+            (b"origin", origin),
+            (b"host", b"localhost"),
+        ],
+    )
+    connected, code = await communicator.connect()
+    return communicator, connected, code
+
+
+@pytest.fixture
+def job(alice):
+    return lifecycle.submit(alice, HELLO)
+
+
+async def test_the_owner_hears_of_every_change(job, alice, async_client_for):
+    client = await async_client_for(alice)
+    communicator, connected, _ = await connect(client, job.id)
+    assert connected
+    await get_channel_layer().group_send(group_name(job.id), {"type": "job.changed", "job": job.id})
+    assert await communicator.receive_json_from(timeout=2) == {"changed": job.id}
+    await communicator.disconnect()
+
+
+async def test_another_user_is_turned_away(job, bob, async_client_for):
+    client = await async_client_for(bob)
+    communicator, connected, code = await connect(client, job.id)
+    assert not connected
+    assert code == 4404
+
+
+async def test_a_foreign_origin_is_turned_away(job, alice, async_client_for):
+    client = await async_client_for(alice)
+    communicator, connected, _ = await connect(client, job.id, origin=b"http://evil.example")
+    assert not connected
