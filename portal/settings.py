@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "channels",
+    "portal",
     "portal.accounts",
     "clusters",
     "jobs",

@@ -15,7 +15,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 HELLO = (
     "protocolVersion: 2\nname: hello\ntype: job\n"
     "prerequisites: [{name: img, type: dockerimage, uri: python}]\ntaskRoles:\n  main:\n"
-    "    dockerImage: img\n    resourcePerInstance: {cpu: 1, memoryMB: 100, gpu: 0}\n    commands: [echo hi]\n"
+    "    dockerImage: img\n    resourcePerInstance: {cpu: 1, memoryMB: 100, gpu: 0}\n"
+    "    commands: [echo hi]\n"
 )
 
 
