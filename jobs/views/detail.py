@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import json
-
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -42,7 +40,7 @@ def job_detail(request: HttpRequest, username: str, name: str) -> HttpResponse:
     context = live_context(request, job)
     context["config"] = dump_yaml(mask_secrets(job.protocol))
     context["backend_name"] = get_backend().name
-    context["ws_path"] = json.dumps(f"/ws/jobs/{job.id}/")
+    context["ws_path"] = f"/ws/jobs/{job.id}/"
     return render(request, "jobs/detail.html", context)
 
 

@@ -109,9 +109,12 @@ def reconcile_loop(backend, stop: threading.Event) -> None:
 
 
 @pytest.fixture
-def browser_page() -> Iterator[object]:
+def browser_page(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
+    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are
+    # still plain synchronous ones (Django's documented switch for this case).
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page()
