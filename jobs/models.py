@@ -12,6 +12,11 @@ from jobs.fields import OrderedJSONField
 from jobs.states import FINAL_JOB_STATES, JobState, TaskState
 
 
+def elapsed(start: datetime | None, end: datetime | None) -> timedelta | None:
+    """How long something ran: until ``end``, or until now while it goes on."""
+    return None if start is None else (end or timezone.now()) - start
+
+
 class Job(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs"
@@ -54,10 +59,7 @@ class Job(models.Model):
 
     @property
     def duration(self) -> timedelta | None:
-        if self.started_at is None:
-            return None
-        end: datetime = self.completed_at or timezone.now()
-        return end - self.started_at
+        return elapsed(self.started_at, self.completed_at)
 
 
 class JobAttempt(models.Model):
@@ -109,10 +111,7 @@ class Task(models.Model):
 
     @property
     def duration(self) -> timedelta | None:
-        if self.started_at is None:
-            return None
-        end: datetime = self.completed_at or timezone.now()
-        return end - self.started_at
+        return elapsed(self.started_at, self.completed_at)
 
 
 class JobEvent(models.Model):

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,17 +63,6 @@ def bob(db) -> User:
 @pytest.fixture
 def admin(db) -> User:
     return make_user("admin", is_staff=True, is_superuser=True)
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 30.0, step: float = 0.1) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
-        time.sleep(step)
 
 
 @pytest.fixture

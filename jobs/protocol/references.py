@@ -46,7 +46,7 @@ class Scope:
 def role_scope(job: dict[str, Any], role: str) -> Scope:
     """The scope of a task role's commands and its deployment pre/post commands."""
     spec = job.get("taskRoles", {}).get(role, {})
-    prereqs = _by_name(job)
+    prereqs = prerequisites_by_name(job)
     scope = _base(job)
     for root, key in [*SELECTIONS.items(), ("$dockerImage", "dockerImage")]:
         selected = spec.get(key) if isinstance(spec, dict) else None
@@ -173,7 +173,7 @@ def check_job(issues: Issues, job: dict[str, Any], unchecked: frozenset[str] = f
                 check_strings(issues, join(base, key), entry.get(key), scope)
 
 
-def _by_name(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def prerequisites_by_name(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
     prereqs = job.get("prerequisites")
     return {
         p["name"]: p

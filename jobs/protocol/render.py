@@ -60,7 +60,7 @@ def render_callbacks(job: dict[str, Any], role: str) -> list[Callback]:
     """The callbacks of the prerequisites ``role`` uses: containerStart ones in dependency
     order (each after what it requires), then containerExit ones in the reverse order."""
     spec = _role(job, role)
-    prereqs = _by_name(job)
+    prereqs = references.prerequisites_by_name(job)
     wanted = list(spec.get("prerequisites") or [])
     for key in ("dockerImage", "data", "script", "output"):
         if isinstance(spec.get(key), str) and spec[key] not in wanted:
@@ -118,12 +118,3 @@ def _wrapped(callback: Callback) -> list[str]:
     if callback.failure_policy != "ignore":
         return callback.commands
     return ["{\n" + command + "\n} || true" for command in callback.commands]
-
-
-def _by_name(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    prereqs = job.get("prerequisites")
-    return {
-        p["name"]: p
-        for p in (prereqs if isinstance(prereqs, list) else [])
-        if isinstance(p, dict) and isinstance(p.get("name"), str)
-    }

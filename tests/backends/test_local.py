@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -14,20 +13,9 @@ import pytest
 
 from clusters.backends.base import Placement, TaskLaunch, TaskPhase, TaskShape
 from clusters.backends.local import DISAPPEARED, LocalBackend, LocalBackendError
+from tests.waiting import wait_for
 
 T = TypeVar("T")
-
-
-def wait_for(predicate: Callable[[], T], timeout: float = 10.0) -> T:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
-        time.sleep(0.02)
 
 
 def launch(

@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 from rest_framework.test import APIClient
 
 from jobs.models import Job
 from tests.jobs.helpers import settle
+from tests.jobs.samples import hello_job
 
 pytestmark = pytest.mark.django_db
 
-HELLO = textwrap.dedent("""\
-    protocolVersion: 2
-    name: hello
-    type: job
-    prerequisites: [{name: img, type: dockerimage, uri: python}]
-    taskRoles:
-      main:
-        dockerImage: img
-        resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0, ports: {http: 1}}
-        commands: ["echo hello"]
-    """)
+HELLO = hello_job()
 
 V1 = {
     "jobName": "hello_v1",

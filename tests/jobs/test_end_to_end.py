@@ -12,8 +12,8 @@ from jobs import lifecycle
 from jobs.models import Job, Task
 from jobs.reconcile import run_pass
 from jobs.states import JobState, TaskState
-from tests.conftest import wait_for
 from tests.jobs.helpers import env_of, reconcile_until, settle
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

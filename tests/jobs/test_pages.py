@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 from django.test import Client
 
@@ -11,21 +9,13 @@ from jobs import lifecycle
 from jobs.models import Job
 from jobs.states import JobState
 from tests.jobs.helpers import settle
+from tests.jobs.samples import hello_job
 
 pytestmark = pytest.mark.django_db
 
-HELLO = textwrap.dedent("""\
-    protocolVersion: 2
-    name: hello
-    type: job
-    prerequisites: [{name: img, type: dockerimage, uri: python}]
-    secrets: {token: s3cr3t-value}
-    taskRoles:
-      main:
-        dockerImage: img
-        resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0, ports: {http: 1}}
-        commands: ["echo hello <% $secrets.token %> | wc -c"]
-    """)
+HELLO = hello_job(
+    command="echo hello <% $secrets.token %> | wc -c", secrets="{token: s3cr3t-value}"
+)
 
 
 @pytest.fixture
