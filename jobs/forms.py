@@ -17,3 +17,8 @@ class SubmitForm(forms.Form):
         required=False,
         empty_label="(as the job says, else default)",
     )
+    deployment = forms.CharField(
+        max_length=64,
+        required=False,
+        help_text="Which of the job's deployments to use (default: defaults.deployment).",
+    )

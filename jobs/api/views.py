@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
 from rest_framework import status
+from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -11,6 +12,7 @@ from jobs.access import job_for
 from jobs.api.parsers import JobTextParser
 from jobs.api.serializers import job_detail
 from jobs.models import JobAttempt
+from jobs.protocol import json_schema
 
 
 class JobsView(APIView):
@@ -62,3 +64,13 @@ class JobDetailView(APIView):
             current = get_object_or_404(attempts, number=attempt)
         tasks = list(current.tasks.all()) if current else []
         return Response(job_detail(job, current, tasks))
+
+
+class JobSchemaView(APIView):
+    """The JSON Schema of the v2 job format, for editors (public, like the protocol itself)."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request) -> Response:
+        return Response(json_schema(), content_type="application/schema+json")

@@ -24,7 +24,10 @@ def submit_job(request: HttpRequest) -> HttpResponse:
         vc = form.cleaned_data["virtual_cluster"]
         try:
             job = lifecycle.submit(
-                request.user, form.cleaned_data["text"], virtual_cluster=vc.name if vc else None
+                request.user,
+                form.cleaned_data["text"],
+                virtual_cluster=vc.name if vc else None,
+                deployment=form.cleaned_data["deployment"] or None,
             )
         except lifecycle.SubmitError as exc:
             context = {"form": form, "errors": exc.errors}

@@ -186,3 +186,39 @@ def test_an_admin_reads_any_job(api, admin):
     client = APIClient()
     client.force_authenticate(admin)
     assert client.get("/api/v2/jobs/alice~hello").status_code == 200
+
+
+def test_the_v2_json_schema_is_served_to_anyone(db):
+    response = APIClient().get("/api/v2/job-protocol/schema.json")
+    assert response.status_code == 200
+    schema = response.json()
+    assert schema["$schema"].startswith("https://json-schema.org/")
+    assert "taskRoles" in schema["properties"]
+
+
+def test_a_deployment_can_be_chosen_at_submit_time(api):
+    text = hello_job() + "deployments:\n  - name: prod\n    taskRoles: {main: {preCommands: [a]}}\n"
+    assert (
+        submit(
+            api,
+            text + "  - name: dev\n    taskRoles: {main: {preCommands: [b]}}\n",
+        ).status_code
+        == 202
+    )
+    assert Job.objects.get().protocol["defaults"].get("deployment") is None
+    response = api.generic(
+        "POST",
+        "/api/v2/jobs?deployment=nope",
+        text.replace("name: hello", "name: h2"),
+        content_type="text/yaml",
+    )
+    assert response.status_code == 400
+    assert "deployment" in response.json()["message"]
+    response = api.generic(
+        "POST",
+        "/api/v2/jobs?deployment=prod",
+        text.replace("name: hello", "name: h3"),
+        content_type="text/yaml",
+    )
+    assert response.status_code == 202
+    assert Job.objects.get(name="h3").protocol["defaults"]["deployment"] == "prod"

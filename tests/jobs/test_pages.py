@@ -117,3 +117,14 @@ def test_the_stop_button_stops_a_job(web, alice):
     assert response.status_code == 302
     job.refresh_from_db()
     assert job.state == JobState.STOPPED
+
+
+def test_the_submit_form_picks_a_deployment(web, backend):
+    text = (
+        HELLO + "deployments:\n  - name: prod\n    taskRoles: {main: {preCommands: [echo pre]}}\n"
+    )
+    response = web.post("/jobs/submit/", {"text": text, "deployment": "prod"})
+    assert response.status_code == 302
+    job = settle(backend, Job.objects.get())
+    task = job.attempts.get().tasks.get()
+    assert backend.read_log(task.backend_ref, "stdout").startswith(b"pre")
