@@ -35,7 +35,7 @@ def main() -> None:
         count += 1
     elapsed = time.perf_counter() - start
     print(f"jobs: {count} in {elapsed:.2f} s, {elapsed / count * 1e6:.0f} us per job")
-    print(f"seed 000 jobs parsed, validated, normalised and rendered per second: {count / elapsed:.0f}")
+    print(f"seed 000 jobs per second (parse, validate, normalise, render): {count / elapsed:.0f}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from jobs.models import Job
@@ -16,6 +16,17 @@ def is_admin(user: AbstractBaseUser | AnonymousUser) -> bool:
 def visible_jobs(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
     jobs = Job.objects.all()
     return jobs if is_admin(user) else jobs.filter(owner_id=user.pk)
+
+
+def listable_jobs(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
+    """Jobs a user may see in lists: an admin all, others their own and those of the virtual
+    clusters they may use (name, user, state and resources only; details stay owner-only)."""
+    if is_admin(user):
+        return Job.objects.all()
+    from clusters.models import DEFAULT_VIRTUAL_CLUSTER
+
+    shared = Q(virtual_cluster__name=DEFAULT_VIRTUAL_CLUSTER)
+    return Job.objects.filter(Q(owner_id=user.pk) | shared)
 
 
 def job_for(user: AbstractBaseUser | AnonymousUser, username: str, name: str) -> Job:

@@ -5,9 +5,27 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
 import portal.converters  # noqa: F401  (registers <username:...>)
-from portal.accounts.api import LoginView
+from portal.accounts.api import (
+    ApplicationTokenView,
+    AuthnInfoView,
+    InfoView,
+    LoginView,
+    LogoutView,
+    TokensView,
+    TokenView,
+)
 
-api_auth = [path("authn/basic/login", LoginView.as_view())]
+api_auth = [
+    path("authn/basic/login", LoginView.as_view()),
+    path("authn/basic/logout", LogoutView.as_view()),
+    path("authn/info", AuthnInfoView.as_view()),
+]
+api_accounts = [
+    path("info", InfoView.as_view()),
+    path("tokens", TokensView.as_view()),
+    path("tokens/application", ApplicationTokenView.as_view()),
+    path("tokens/<str:token>", TokenView.as_view()),
+]
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="jobs:list"), name="home"),
@@ -17,6 +35,7 @@ urlpatterns = [
     path("jobs/", include("jobs.urls")),
     path("api/v1/", include(api_auth)),
     path("api/v2/", include(api_auth)),
+    path("api/v2/", include(api_accounts)),
     path("api/v2/", include("jobs.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularRedocView.as_view(url_name="schema"), name="api-docs"),

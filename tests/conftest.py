@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 
 from clusters import registry
 from clusters.backends.local import LocalBackend
@@ -15,6 +16,9 @@ from clusters.backends.local import LocalBackend
 @pytest.fixture(autouse=True)
 def _test_settings(settings, tmp_path: Path) -> None:
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Rate-limit counters start at zero in every test (and never touch a real Redis db).
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    cache.clear()
     settings.CELERY_TASK_ALWAYS_EAGER = False
     settings.LOCAL_TASK_ROOT = tmp_path / "tasks"
     settings.LOCAL_STOP_GRACE_SECONDS = 2.0

@@ -1,5 +1,11 @@
 from django.urls import path
 
+from jobs.api.actions import (
+    ExecutionTypeView,
+    JobAttemptsView,
+    JobConfigView,
+    JobEventsView,
+)
 from jobs.api.views import JobDetailView, JobSchemaView, JobsView
 
 urlpatterns = [
@@ -11,4 +17,13 @@ urlpatterns = [
         JobDetailView.as_view(),
         name="api-job-attempt",
     ),
+]
+
+JOB = "jobs/<username:username>~<str:name>"
+urlpatterns += [
+    path(f"{JOB}/config", JobConfigView.as_view(), name="api-job-config"),
+    path(f"{JOB}/executionType", ExecutionTypeView.as_view(), name="api-job-execution-type"),
+    path(f"{JOB}/job-attempts", JobAttemptsView.as_view(), name="api-job-attempts"),
+    path(f"{JOB}/job-attempts/<int:attempt>", JobAttemptsView.as_view(), name="api-job-attempt-n"),
+    path(f"{JOB}/events", JobEventsView.as_view(), name="api-job-events"),
 ]

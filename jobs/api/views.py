@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 
 from jobs import lifecycle
 from jobs.access import job_for
+from jobs.api.listing import list_jobs
 from jobs.api.parsers import JobTextParser
 from jobs.api.serializers import job_detail
 from jobs.models import JobAttempt
@@ -17,6 +18,9 @@ from jobs.protocol import json_schema
 
 class JobsView(APIView):
     parser_classes = [JobTextParser]
+
+    def get(self, request: Request) -> Response:
+        return Response(list_jobs(request))
 
     def post(self, request: Request) -> Response:
         text = request.data

@@ -29,12 +29,7 @@ class YamlFloat(float):
     source: str = ""
 
 
-# libyaml's parser when PyYAML was built with it (about 10x faster); the constructors below are
-# the same Python code on either.
-_SafeBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _Loader(_SafeBase):  # type: ignore[valid-type,misc]
+class _Loader(yaml.SafeLoader):
     """The safe loader, with duplicate keys refused and float spellings kept."""
 
 

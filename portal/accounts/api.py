@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.auth import authenticate
+from django.contrib.auth import authenticate, logout
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.accounts.models import ApiToken
+from portal.accounts.models import ApiToken, hash_token
 
 
 class LoginSerializer(serializers.Serializer[dict[str, object]]):
@@ -42,3 +42,87 @@ class LoginView(APIView):
         seconds = data.get("expiration", settings.API_TOKEN_DEFAULT_SECONDS)
         _, token = ApiToken.objects.issue(user, seconds)
         return Response({"token": token, "user": user.username, "admin": user.is_staff})
+
+
+def bearer_row(request: Request) -> ApiToken | None:
+    return request.auth if isinstance(request.auth, ApiToken) else None
+
+
+class LogoutView(APIView):
+    """Revoke the token this call carries (a browser session is logged out instead)."""
+
+    def delete(self, request: Request) -> Response:
+        row = bearer_row(request)
+        if row is not None:
+            row.delete()
+        else:
+            logout(request._request)
+        return Response({"message": "Logout successfully"})
+
+
+class AuthnInfoView(APIView):
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request) -> Response:
+        return Response({"authnMethod": "basic", "loginPath": "/api/v2/authn/basic/login"})
+
+
+class TokensView(APIView):
+    """My tokens: listed by their first characters (the rest is stored only hashed)."""
+
+    def get(self, request: Request) -> Response:
+        rows = ApiToken.objects.active().filter(user=request.user).order_by("-created_at")
+        return Response(
+            {
+                "tokens": [f"{row.prefix}…" for row in rows],
+                "details": [
+                    {
+                        "token": f"{row.prefix}…",
+                        "kind": row.kind,
+                        "createdTime": row.created_at.isoformat(),
+                        "expiredTime": row.expires_at.isoformat(),
+                    }
+                    for row in rows
+                ],
+            }
+        )
+
+
+class ApplicationTokenView(APIView):
+    def post(self, request: Request) -> Response:
+        _, token = ApiToken.objects.issue(
+            request.user, settings.API_APPLICATION_TOKEN_SECONDS, kind="application"
+        )
+        return Response({"token": token, "application": True})
+
+
+class TokenView(APIView):
+    def delete(self, request: Request, token: str) -> Response:
+        mine = ApiToken.objects.filter(user=request.user)
+        prefix = token.rstrip("…")
+        rows = mine.filter(digest=hash_token(token)) or (
+            mine.filter(prefix=prefix) if len(prefix) == 8 else mine.none()
+        )
+        if not rows:
+            return Response(
+                {"code": "NoTokenError", "message": "token: no such token of yours"},
+                status=status.HTTP_404_NOT_FOUND,
+            )
+        rows.delete()
+        return Response({"message": "revoke successfully"})
+
+
+class InfoView(APIView):
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request) -> Response:
+        return Response(
+            {
+                "name": "PAI RESTful API",
+                "version": "v1.0.1",
+                "launcherType": "k8s" if settings.CLUSTER_BACKEND == "kubernetes" else "local",
+                "authnMethod": "basic",
+            }
+        )

@@ -20,6 +20,7 @@ class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
         row = self.create(
             user=user,
             digest=hash_token(token),
+            prefix=token[:8],
             kind=kind,
             expires_at=timezone.now() + timedelta(seconds=seconds),
         )
@@ -34,6 +35,7 @@ class ApiToken(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
     digest = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=8, blank=True)  # enough to tell tokens apart in a list
     kind = models.CharField(max_length=16, default="session")  # session | application
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()

@@ -1,0 +1,100 @@
+"""A job's config, attempts, events and Stop, in OpenPAI's paths; owner and admins only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs import lifecycle
+from jobs.access import job_for
+from jobs.api.serializers import epoch_ms, job_detail
+from jobs.models import Job, JobAttempt
+from jobs.protocol import dump_yaml, mask_secrets
+
+
+class JobConfigView(APIView):
+    """The job as v2 YAML (v1 jobs converted), secrets masked."""
+
+    def get(self, request: Request, username: str, name: str) -> HttpResponse:
+        job = job_for(request.user, username, name)
+        return HttpResponse(dump_yaml(mask_secrets(job.protocol)), content_type="text/yaml")
+
+
+class ExecutionTypeSerializer(serializers.Serializer[dict[str, str]]):
+    value = serializers.ChoiceField(choices=["START", "STOP"])
+
+
+class ExecutionTypeView(APIView):
+    def put(self, request: Request, username: str, name: str) -> Response:
+        job = job_for(request.user, username, name)
+        form = ExecutionTypeSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        if form.validated_data["value"] == "START":
+            return Response(
+                {
+                    "code": "BadRequestError",
+                    "message": "value: a job starts when it is submitted; submit a clone to rerun",
+                },
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        lifecycle.stop(job, request.user)
+        return Response(
+            {"message": f"execute job {job.name} successfully"}, status=status.HTTP_202_ACCEPTED
+        )
+
+
+def attempt_detail(job: Job, attempt: JobAttempt, latest: int) -> dict[str, Any]:
+    detail = job_detail(job, attempt, list(attempt.tasks.all()))
+    return {
+        "jobName": job.name,
+        "userName": job.owner.username,
+        "state": attempt.state,
+        "attemptIndex": attempt.number,
+        "maxAttemptCount": int(job.protocol.get("jobRetryCount", 0)) + 1,
+        "jobStartedTime": epoch_ms(job.started_at),
+        "attemptStartedTime": epoch_ms(attempt.created_at),
+        "attemptCompletedTime": epoch_ms(attempt.completed_at),
+        "exitCode": attempt.exit_code,
+        "appExitDiagnostics": attempt.reason,
+        "totalGpuNumber": job.gpu_count,
+        "totalTaskNumber": job.task_count,
+        "totalTaskRoleNumber": len(job.protocol["taskRoles"]),
+        "taskRoles": detail["taskRoles"],
+        "isLatest": attempt.number == latest,
+    }
+
+
+class JobAttemptsView(APIView):
+    def get(self, request: Request, username: str, name: str, attempt: int | None = None) -> Any:
+        job = job_for(request.user, username, name)
+        attempts = list(JobAttempt.objects.filter(job=job).prefetch_related("tasks"))
+        latest = max((a.number for a in attempts), default=-1)
+        if attempt is None:
+            return Response([attempt_detail(job, a, latest) for a in attempts])
+        chosen = get_object_or_404(JobAttempt.objects.filter(job=job), number=attempt)
+        return Response(attempt_detail(job, chosen, latest))
+
+
+class JobEventsView(APIView):
+    """What happened to the job and its tasks, oldest first, including why it waits."""
+
+    def get(self, request: Request, username: str, name: str) -> Response:
+        job = job_for(request.user, username, name)
+        events = [event.as_dict() for event in job.events.all()]
+        if job.state == "WAITING":
+            events.append(
+                {
+                    "time": None,
+                    "attempt": None,
+                    "task": "",
+                    "kind": "waiting",
+                    "message": job.reason,
+                }
+            )
+        return Response({"name": job.name, "state": job.state, "events": events})

@@ -1,0 +1,101 @@
+"""``GET /api/v2/jobs``: OpenPAI's job summaries, filtered, ordered and paginated in SQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+
+from jobs.access import listable_jobs
+from jobs.api.serializers import epoch_ms
+from jobs.models import Job
+from jobs.states import JobState
+
+ORDERS = {
+    "createdTime": "created_at",
+    "completedTime": "completed_at",
+    "name": "name",
+    "username": "owner__username",
+    "state": "state",
+    "virtualCluster": "virtual_cluster__name",
+    "retries": "retries",
+    "totalGpuNumber": "gpu_count",
+    "totalTaskNumber": "task_count",
+}
+MAX_LIMIT = 1000
+
+
+def job_summary(job: Job) -> dict[str, Any]:
+    return {
+        "protocolVersion": "2",
+        "name": job.name,
+        "username": job.owner.username,
+        "state": job.state,
+        "executionType": "STOP" if job.state in ("STOPPING", "STOPPED") else "START",
+        "retries": job.retries,
+        "createdTime": epoch_ms(job.created_at),
+        "launchedTime": epoch_ms(job.started_at),
+        "completedTime": epoch_ms(job.completed_at),
+        "appExitCode": job.exit_code,
+        "virtualCluster": job.virtual_cluster.name,
+        "totalGpuNumber": job.gpu_count,
+        "totalTaskNumber": job.task_count,
+        "reason": job.reason,
+    }
+
+
+def integer(params: Any, name: str, default: int, low: int, high: int) -> int:
+    raw = params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError({name: f"must be an integer, got {raw!r}"}) from None
+    if not low <= value <= high:
+        raise ValidationError({name: f"must be between {low} and {high}, got {value}"})
+    return value
+
+
+def filtered(request: Request) -> QuerySet[Job]:
+    params = request.query_params
+    jobs = listable_jobs(request.user).select_related("owner", "virtual_cluster")
+    jobs = jobs.defer("protocol", "submitted_text")
+    if params.get("username"):
+        jobs = jobs.filter(owner__username__in=params["username"].split(","))
+    if params.get("vc"):
+        jobs = jobs.filter(virtual_cluster__name__in=params["vc"].split(","))
+    if params.get("state"):
+        states = params["state"].split(",")
+        unknown = sorted(set(states) - set(JobState.values))
+        if unknown:
+            raise ValidationError({"state": f"unknown state {unknown[0]!r}"})
+        jobs = jobs.filter(state__in=states)
+    if params.get("keyword"):
+        keyword = params["keyword"]
+        jobs = jobs.filter(Q(name__icontains=keyword) | Q(owner__username__icontains=keyword))
+    return jobs
+
+
+def ordered(request: Request, jobs: QuerySet[Job]) -> QuerySet[Job]:
+    order = request.query_params.get("order", "createdTime,DESC")
+    field, _, direction = order.partition(",")
+    if field not in ORDERS or direction.upper() not in ("", "ASC", "DESC"):
+        raise ValidationError(
+            {"order": f"must be <field>[,ASC|DESC] with a field of {', '.join(ORDERS)}"}
+        )
+    column = ORDERS[field]
+    sign = "-" if direction.upper() == "DESC" or (not direction and field.endswith("Time")) else ""
+    return jobs.order_by(f"{sign}{column}", f"{sign}id")
+
+
+def list_jobs(request: Request) -> Any:
+    offset = integer(request.query_params, "offset", 0, 0, 10**9)
+    limit = integer(request.query_params, "limit", 100, 1, MAX_LIMIT)
+    jobs = ordered(request, filtered(request))
+    page = [job_summary(job) for job in jobs[offset : offset + limit]]
+    if request.query_params.get("withTotalCount") in ("true", "True", "1"):
+        return {"totalCount": jobs.count(), "data": page}
+    return page

@@ -1,0 +1,65 @@
+"""Tokens, logout, info and rate limits of the API."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+from rest_framework.throttling import UserRateThrottle
+
+pytestmark = pytest.mark.django_db
+
+
+def login(username: str = "alice") -> str:
+    response = APIClient().post(
+        "/api/v2/authn/basic/login", {"username": username, "password": f"{username}-secret-pw"}
+    )
+    return response.json()["token"]
+
+
+def bearer(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def test_logout_revokes_the_token(alice):
+    client = bearer(login())
+    assert client.get("/api/v2/tokens").status_code == 200
+    assert client.delete("/api/v2/authn/basic/logout").status_code == 200
+    assert client.get("/api/v2/tokens").status_code == 401
+
+
+def test_tokens_are_listed_without_showing_them_whole(alice):
+    token = login()
+    listed = bearer(token).get("/api/v2/tokens").json()["tokens"]
+    assert listed == [f"{token[:8]}…"]
+    assert token not in str(listed)
+
+
+def test_an_application_token_works_and_can_be_revoked(alice):
+    client = bearer(login())
+    app_token = client.post("/api/v2/tokens/application").json()["token"]
+    assert bearer(app_token).get("/api/v2/jobs").status_code == 200
+    assert client.delete(f"/api/v2/tokens/{app_token}").status_code == 200
+    assert bearer(app_token).get("/api/v2/jobs").status_code == 401
+
+
+def test_a_user_cannot_revoke_another_users_token(alice, bob):
+    bobs = login("bob")
+    assert bearer(login()).delete(f"/api/v2/tokens/{bobs}").status_code == 404
+    assert bearer(bobs).get("/api/v2/jobs").status_code == 200
+
+
+def test_info_and_authn_info_need_no_login(db):
+    assert APIClient().get("/api/v2/info").json()["authnMethod"] == "basic"
+    assert APIClient().get("/api/v1/authn/info").status_code == 200
+
+
+def test_a_user_over_the_rate_limit_gets_429_with_retry_after(alice, monkeypatch):
+    monkeypatch.setattr(UserRateThrottle, "THROTTLE_RATES", {"user": "3/minute"})
+    client = bearer(login())
+    codes = [client.get("/api/v2/jobs").status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    response = client.get("/api/v2/jobs")
+    assert int(response["Retry-After"]) > 0
+    assert response.json()["code"] == "TooManyRequestsError"
