@@ -1,0 +1,210 @@
+"""The Kubernetes objects of one attempt, as plain dicts (the API's own JSON shape).
+
+Per attempt: a headless Service (the root object: every other object names it as its owner, so
+deleting it removes the attempt), an image pull Secret when a task brings registry credentials,
+and per task a Secret holding its bootstrap script and a Pod that runs it. The script is a Secret,
+not a ConfigMap, because it holds the job's secrets and SSH key in clear (rendered commands, the
+key files it installs); scripts get one object each because one holds at most 1 MiB and every
+script names all its peers.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusters.backends.base import TaskLaunch
+
+Manifest = dict[str, Any]
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "gpu-portal"
+JOB = "gpu-portal/job"
+ATTEMPT = "gpu-portal/attempt"
+ROLE = "gpu-portal/role"
+INDEX = "gpu-portal/index"
+RETRY = "gpu-portal/retry"
+SELECTOR = f"{MANAGED_BY}={MANAGER}"
+SCRIPT_DIR = "/pai"
+_NOT_DNS = re.compile(r"[^a-z0-9-]+")
+
+
+@dataclass(frozen=True)
+class K8sOptions:
+    """What the settings say about every job's objects."""
+
+    namespace: str = "default"
+    gpu_resource: str = "nvidia.com/gpu"
+    gpu_type_label: str = "gpu-portal/gpu-type"
+    image_pull_policy: str = "IfNotPresent"
+    node_selector: dict[str, str] = field(default_factory=dict)
+    default_image: str = "python:3.11-slim"
+    port_base: int = 20000
+    termination_grace_seconds: int = 10
+
+
+def dns_label(text: str, limit: int = 63) -> str:
+    """``text`` as a DNS label: lower case, ``[a-z0-9-]``, at most ``limit`` characters."""
+    label = _NOT_DNS.sub("-", text.lower()).strip("-") or "x"
+    if label != text or len(label) > limit:
+        digest = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:5]
+        label = f"{label[: limit - 6].rstrip('-')}-{digest}"
+    return label
+
+
+def service_name(attempt_key: str) -> str:
+    return dns_label(f"pai-{attempt_key}", 30)
+
+
+def job_key(attempt_key: str) -> str:
+    """``job12`` for the attempt ``job12-a0`` (the lifecycle's keys); the key itself otherwise."""
+    match = re.fullmatch(r"(.+)-a\d+", attempt_key)
+    return match.group(1) if match else attempt_key
+
+
+def pod_name(attempt_key: str, host: str, retry: int) -> str:
+    return f"{service_name(attempt_key)}-{host}" + (f"-r{retry}" if retry else "")
+
+
+def labels(attempt_key: str) -> dict[str, str]:
+    return {MANAGED_BY: MANAGER, JOB: job_key(attempt_key), ATTEMPT: attempt_key}
+
+
+def owner(service: str, uid: str) -> list[Manifest]:
+    return [{"apiVersion": "v1", "kind": "Service", "name": service, "uid": uid}]
+
+
+def service(attempt_key: str) -> Manifest:
+    """The headless Service: ``<host>.<service>`` resolves to each task's pod."""
+    name = service_name(attempt_key)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": labels(attempt_key)},
+        "spec": {
+            "clusterIP": "None",
+            "selector": {MANAGED_BY: MANAGER, ATTEMPT: attempt_key},
+            "publishNotReadyAddresses": True,  # peers resolve each other before readiness
+        },
+    }
+
+
+def script_secret(task: TaskLaunch, name: str, uid: str) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": name,
+            "labels": labels(task.attempt_key),
+            "ownerReferences": owner(service_name(task.attempt_key), uid),
+        },
+        "stringData": {"bootstrap.sh": task.script},
+        "immutable": True,
+    }
+
+
+def pull_secret_name(task: TaskLaunch) -> str:
+    """One pull secret per registry of the attempt."""
+    registry = (task.pull_secret or {}).get("registry", "")
+    digest = hashlib.sha1(registry.encode(), usedforsecurity=False).hexdigest()[:8]
+    return f"{service_name(task.attempt_key)}-pull-{digest}"
+
+
+def docker_config(credentials: dict[str, str]) -> str:
+    """``.dockerconfigjson`` for ``{registry, username, password}``."""
+    registry = credentials.get("registry") or "https://index.docker.io/v1/"
+    user, password = credentials.get("username", ""), credentials.get("password", "")
+    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return json.dumps({"auths": {registry: {"username": user, "password": password, "auth": auth}}})
+
+
+def pull_secret(task: TaskLaunch, uid: str) -> Manifest:
+    assert task.pull_secret is not None
+    encoded = base64.b64encode(docker_config(task.pull_secret).encode()).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": pull_secret_name(task),
+            "labels": labels(task.attempt_key),
+            "ownerReferences": owner(service_name(task.attempt_key), uid),
+        },
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": encoded},
+    }
+
+
+def quantities(task: TaskLaunch, options: K8sOptions) -> dict[str, str]:
+    amounts = {"cpu": str(task.cpu), "memory": f"{task.memory_mb}Mi"}
+    if task.gpu > 0:
+        amounts[options.gpu_resource] = str(task.gpu)
+    return amounts
+
+
+def pod(task: TaskLaunch, host: str, uid: str, options: K8sOptions) -> Manifest:
+    """The pod of one task: requests equal limits, so it gets exactly what the job asked for."""
+    name = pod_name(task.attempt_key, host, task.retry)
+    svc = service_name(task.attempt_key)
+    node_selector = dict(options.node_selector)
+    if task.gpu_type:
+        node_selector[options.gpu_type_label] = task.gpu_type
+    ports = [
+        {"containerPort": port, "protocol": "TCP"}
+        for numbers in task.placement.ports.values()
+        for port in numbers
+    ]
+    env = [{"name": "PAI_CONTAINER_ID", "value": name}]
+    if task.gpu == 0:  # the NVIDIA runtime would otherwise show every GPU of the node
+        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})
+    container: Manifest = {
+        "name": "main",
+        "image": task.image or options.default_image,
+        "imagePullPolicy": options.image_pull_policy,
+        "command": ["/bin/sh", f"{SCRIPT_DIR}/bootstrap.sh"],
+        "env": env,
+        "resources": {"requests": quantities(task, options), "limits": quantities(task, options)},
+        "volumeMounts": [
+            {"name": "bootstrap", "mountPath": SCRIPT_DIR, "readOnly": True},
+            {"name": "dshm", "mountPath": "/dev/shm"},  # noqa: S108
+        ],
+    }
+    if ports:
+        container["ports"] = ports
+    spec: Manifest = {
+        "restartPolicy": "Never",
+        "hostname": host,
+        "subdomain": svc,
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": options.termination_grace_seconds,
+        "containers": [container],
+        "volumes": [
+            {"name": "bootstrap", "secret": {"secretName": name, "defaultMode": 0o555}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{task.shm_mb}Mi"}},
+        ],
+    }
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if task.pull_secret:
+        spec["imagePullSecrets"] = [{"name": pull_secret_name(task)}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {
+                **labels(task.attempt_key),
+                ROLE: host.rsplit("-", 1)[0],
+                INDEX: str(task.index),
+                RETRY: str(task.retry),
+            },
+            "annotations": {"gpu-portal/task": f"{task.role}-{task.index}"},
+            "ownerReferences": owner(svc, uid),
+        },
+        "spec": spec,
+    }

@@ -1,0 +1,136 @@
+"""Reading what the cluster says: a pod as a task observation, the nodes as capacity."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity as _parse
+
+from clusters.backends.base import Capacity, Observation, TaskPhase
+from clusters.backends.localproc import describe_exit
+
+Pod = dict[str, Any]
+# Why a container waits, when that is worth telling the user (not plain ContainerCreating).
+WAITING_REASONS = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+}
+
+
+def observe_pod(ref: str, pod: Pod) -> Observation:
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    node = (pod.get("spec") or {}).get("nodeName") or ""
+    container = _main_container(status)
+    state = container.get("state") or {}
+    started = _time((state.get("running") or {}).get("startedAt") or status.get("startTime"))
+    if phase == "Running":
+        return Observation(
+            ref, TaskPhase.RUNNING, ip=status.get("podIP") or "", node=node, started_at=started
+        )
+    if phase in ("Succeeded", "Failed"):
+        return _finished(ref, pod, phase, node)
+    if phase == "Unknown":
+        return Observation(ref, TaskPhase.PENDING, node=node, diagnostics=_unknown(status))
+    return Observation(ref, TaskPhase.PENDING, node=node, diagnostics=pending_reason(pod))
+
+
+def pending_reason(pod: Pod) -> str:
+    """Why a pending pod is not running yet, as the scheduler or the kubelet says it."""
+    status = pod.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            reason = condition.get("reason") or "Unschedulable"
+            return f"{reason}: {condition.get('message') or 'no node fits the task'}"
+    waiting = (_main_container(status).get("state") or {}).get("waiting") or {}
+    reason = waiting.get("reason") or ""
+    if reason in WAITING_REASONS:
+        return f"{reason}: {waiting.get('message') or reason}"
+    return reason  # "" or ContainerCreating: nothing wrong
+
+
+def _finished(ref: str, pod: Pod, phase: str, node: str) -> Observation:
+    status = pod.get("status") or {}
+    terminated = (_main_container(status).get("state") or {}).get("terminated") or {}
+    code = terminated.get("exitCode")
+    started = _time(terminated.get("startedAt") or status.get("startTime"))
+    finished = _time(terminated.get("finishedAt"))
+    if phase == "Succeeded":
+        return Observation(
+            ref, TaskPhase.SUCCEEDED, node=node, exit_code=0, started_at=started,
+            finished_at=finished,
+        )  # fmt: skip
+    if code is None:  # evicted, or never started: the pod's own reason
+        reason = status.get("reason") or "Failed"
+        diagnostics = f"{reason}: {status.get('message') or 'the pod failed'}"
+    else:
+        reason = terminated.get("reason") or "Error"
+        diagnostics = f"{reason}: {describe_exit(int(code))}"
+        if terminated.get("message"):
+            diagnostics += f" ({terminated['message']})"
+    return Observation(
+        ref,
+        TaskPhase.FAILED,
+        node=node,
+        exit_code=None if code is None else int(code),
+        diagnostics=diagnostics,
+        started_at=started,
+        finished_at=finished,
+    )
+
+
+def _unknown(status: dict[str, Any]) -> str:
+    return f"Unknown: {status.get('message') or 'the node of the task stopped reporting'}"
+
+
+def _main_container(status: dict[str, Any]) -> dict[str, Any]:
+    for container in status.get("containerStatuses") or []:
+        if container.get("name") == "main":
+            return dict(container)
+    return {}
+
+
+def _time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def parse_quantity(text: str) -> Decimal:
+    """``"3800m"`` -> 3.8, ``"32Gi"`` -> 34359738368."""
+    return Decimal(_parse(text))  # type: ignore[no-untyped-call]
+
+
+def capacity_of(
+    nodes: list[dict[str, Any]],
+    gpu_resource: str,
+    gpu_type_label: str,
+    node_selector: dict[str, str],
+) -> Capacity:
+    """The sum of what the schedulable nodes that jobs may use can allocate."""
+    cpu, memory = Decimal(0), Decimal(0)
+    gpus: Counter[str] = Counter()
+    for node in nodes:
+        meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+        node_labels = meta.get("labels") or {}
+        if spec.get("unschedulable"):
+            continue
+        if any(node_labels.get(key) != value for key, value in node_selector.items()):
+            continue
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        cpu += parse_quantity(allocatable.get("cpu", "0"))
+        memory += parse_quantity(allocatable.get("memory", "0"))
+        count = int(parse_quantity(allocatable.get(gpu_resource, "0")))
+        if count:
+            gpus[node_labels.get(gpu_type_label) or "gpu"] += count
+    return Capacity(cpu=int(cpu), memory_mb=int(memory / 2**20), gpus=dict(gpus))

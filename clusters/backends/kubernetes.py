@@ -1,0 +1,282 @@
+"""Run tasks as pods on a Kubernetes cluster (``CLUSTER_BACKEND=kubernetes``).
+
+A task's ref is ``<attempt key>/<pod name>``. Each task is reachable at the stable DNS name
+``<role>-<index>.<service>`` of the attempt's headless Service (pod IPs are unknown before the
+scheduler runs), so ``PAI_HOST_IP_*`` are DNS names here, and its ports are fixed per pod from
+``port_base`` upward. The manifests live in ``k8s_manifests``, the pod-to-observation mapping in
+``k8s_observe``, the retries in ``k8s_api``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterator
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from clusters.backends import k8s_manifests as m
+from clusters.backends.base import (
+    Capacity,
+    Observation,
+    Placement,
+    ShellSpec,
+    TaskLaunch,
+    TaskPhase,
+    TaskShape,
+)
+from clusters.backends.k8s_api import JSON, RetryPolicy, body, call
+from clusters.backends.k8s_observe import capacity_of, observe_pod
+
+_HOST = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+STREAMS = ("stdout", "stderr")
+
+
+class KubernetesBackend:
+    name = "kubernetes"
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        options: m.K8sOptions | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.options = options or m.K8sOptions()
+        self.retry = retry or RetryPolicy()
+        self._roots: dict[str, str] = {}  # attempt key -> uid of its Service
+
+    @property
+    def namespace(self) -> str:
+        return self.options.namespace
+
+    # -- placement and launch ---------------------------------------------------------------
+
+    def place(self, attempt_key: str, shapes: list[TaskShape]) -> list[Placement]:
+        service = m.service_name(attempt_key)
+        roles = _role_labels({shape.role for shape in shapes})
+        placements = []
+        for shape in shapes:
+            port, ports = self.options.port_base, {}
+            for label, count in shape.port_counts.items():
+                ports[label] = list(range(port, port + count))
+                port += count
+            placements.append(Placement(f"{roles[shape.role]}-{shape.index}.{service}", ports))
+        return placements
+
+    def launch(self, task: TaskLaunch) -> str:
+        host = task.placement.ip.split(".", 1)[0]
+        if not _HOST.fullmatch(host):
+            host = m.dns_label(f"{task.role}-{task.index}")
+        uid = self._root(task.attempt_key)
+        name = m.pod_name(task.attempt_key, host, task.retry)
+        self._create("secrets", m.script_secret(task, name, uid))
+        if task.pull_secret:
+            self._create("secrets", m.pull_secret(task, uid))
+        self._create("pods", m.pod(task, host, uid, self.options))
+        return f"{task.attempt_key}/{name}"
+
+    def _root(self, attempt_key: str) -> str:
+        """The uid of the attempt's Service, created on the first launch."""
+        if attempt_key not in self._roots:
+            name = m.service_name(attempt_key)
+            created = self._create("services", m.service(attempt_key))
+            if created is None:  # it was there already
+                read = self.core.read_namespaced_service
+                created = body(
+                    self._call("read service", read, name, self.namespace, _preload_content=False)
+                )
+            self._roots[attempt_key] = created["metadata"]["uid"]
+        return self._roots[attempt_key]
+
+    def _create(self, kind: str, manifest: m.Manifest) -> Any:
+        """Create ``manifest``; None when an object of that name exists (a repeated launch)."""
+        create = getattr(self.core, f"create_namespaced_{_SINGULAR[kind]}")
+        what = f"create {kind} {manifest['metadata']['name']}"
+        try:
+            response = self._call(
+                what, create, self.namespace, manifest, _preload_content=False, _content_type=JSON
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            raise
+        return body(response)
+
+    # -- observation and control ------------------------------------------------------------
+
+    def list_pods(self) -> dict[str, dict[str, Any]]:
+        """Every pod of the portal in the namespace, by name: one list call."""
+        response = self._call(
+            "list pods",
+            self.core.list_namespaced_pod,
+            self.namespace,
+            label_selector=m.SELECTOR,
+            _preload_content=False,
+        )
+        return {pod["metadata"]["name"]: pod for pod in body(response).get("items") or []}
+
+    def observe(self, refs: list[str]) -> dict[str, Observation]:
+        if not refs:
+            return {}
+        pods = self.list_pods()
+        seen = {}
+        for ref in refs:
+            pod = pods.get(ref.rpartition("/")[2])
+            seen[ref] = observe_pod(ref, pod) if pod else Observation(ref, TaskPhase.GONE)
+        return seen
+
+    def stop(self, refs: list[str]) -> None:
+        """Delete the attempts of ``refs`` (the lifecycle stops an attempt's tasks together)."""
+        for attempt_key in sorted({ref.partition("/")[0] for ref in refs if "/" in ref}):
+            self.delete_attempt(attempt_key)
+
+    def delete_attempt(self, attempt_key: str) -> None:
+        """Delete the attempt's Service (its dependents follow) and its pods right away."""
+        self._roots.pop(attempt_key, None)
+        try:
+            self._call(
+                f"delete service of {attempt_key}",
+                self.core.delete_namespaced_service,
+                m.service_name(attempt_key),
+                self.namespace,
+                propagation_policy="Background",
+                _preload_content=False,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        selector = f"{m.SELECTOR},{m.ATTEMPT}={attempt_key}"
+        for kind in ("pod", "secret"):
+            self._call(
+                f"delete {kind}s of {attempt_key}",
+                getattr(self.core, f"delete_collection_namespaced_{kind}"),
+                self.namespace,
+                label_selector=selector,
+                _preload_content=False,
+            )
+
+    def cleanup(self, live_attempt_keys: Collection[str]) -> list[str]:
+        """Delete the objects of every attempt not in ``live_attempt_keys``; return those keys."""
+        live, stale = set(live_attempt_keys), set()
+        for kind in ("pod", "service", "secret"):
+            response = self._call(
+                f"list {kind}s",
+                getattr(self.core, f"list_namespaced_{kind}"),
+                self.namespace,
+                label_selector=m.SELECTOR,
+                _preload_content=False,
+            )
+            for item in body(response).get("items") or []:
+                key = (item["metadata"].get("labels") or {}).get(m.ATTEMPT)
+                if key and key not in live:
+                    stale.add(key)
+        for key in sorted(stale):
+            self.delete_attempt(key)
+        return sorted(stale)
+
+    # -- logs, terminal, capacity -----------------------------------------------------------
+
+    def read_log(self, ref: str, stream: str, tail_bytes: int | None = None) -> bytes:
+        """The pod's log. Kubernetes interleaves stdout and stderr: both come as ``stdout``."""
+        if stream not in STREAMS:
+            raise ValueError(f"stream must be one of {STREAMS}, not {stream!r}")
+        if tail_bytes is not None and tail_bytes < 0:
+            raise ValueError("tail_bytes must not be negative")
+        if stream == "stderr" or tail_bytes == 0:
+            return b""
+        if tail_bytes is None:
+            return self._log(ref, None)
+        # Ask for few lines first; a line holds at least one byte, so the second ask suffices.
+        lines = tail_bytes // 64 + 1
+        data = self._log(ref, lines)
+        if len(data) < tail_bytes and data.count(b"\n") >= lines:
+            data = self._log(ref, tail_bytes)
+        return data[-tail_bytes:]
+
+    def _log(self, ref: str, tail_lines: int | None) -> bytes:
+        try:
+            response = self._call(
+                f"log of {ref}",
+                self.core.read_namespaced_pod_log,
+                ref.rpartition("/")[2],
+                self.namespace,
+                container="main",
+                tail_lines=tail_lines,
+                _preload_content=False,
+            )
+        except ApiException as exc:
+            if exc.status in (400, 404):  # not started yet, or gone
+                return b""
+            raise
+        return bytes(response.data)
+
+    def follow_log(self, ref: str) -> Iterator[bytes]:
+        """The pod's log as it grows, until the container ends (or the connection does)."""
+        response = self._call(
+            f"follow log of {ref}",
+            self.core.read_namespaced_pod_log,
+            ref.rpartition("/")[2],
+            self.namespace,
+            container="main",
+            follow=True,
+            _preload_content=False,
+        )
+        try:
+            yield from response.stream(4096)
+        finally:
+            response.release_conn()
+
+    def shell(self, ref: str) -> ShellSpec | None:
+        """None: a terminal here is a pod exec stream (``open_exec``), not a local pty."""
+        return None
+
+    def open_exec(self, ref: str, command: list[str], tty: bool = True) -> Any:
+        """A live exec session in the task's container (``kubernetes.stream.ws_client.WSClient``):
+        ``write_stdin``, ``read_stdout``, ``read_stderr``, ``update``, ``is_open``, ``close``."""
+        from kubernetes.stream import stream
+
+        return stream(
+            self.core.connect_get_namespaced_pod_exec,
+            ref.rpartition("/")[2],
+            self.namespace,
+            container="main",
+            command=command,
+            stdin=True,
+            stdout=True,
+            stderr=True,
+            tty=tty,
+            _preload_content=False,
+        )
+
+    def capacity(self) -> Capacity:
+        response = self._call("list nodes", self.core.list_node, _preload_content=False)
+        return capacity_of(
+            body(response).get("items") or [],
+            self.options.gpu_resource,
+            self.options.gpu_type_label,
+            self.options.node_selector,
+        )
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return call(self.retry, what, fn, *args, **kwargs)
+
+
+_SINGULAR = {
+    "pods": "pod",
+    "services": "service",
+    "secrets": "secret",
+}
+
+
+def _role_labels(roles: set[str]) -> dict[str, str]:
+    """Each role as a DNS label of at most 20 characters, distinct within the attempt."""
+    plain = {role: m.dns_label(role, 20) for role in roles}
+    simple = {role: re.sub(r"[^a-z0-9-]+", "-", role.lower()).strip("-")[:20] for role in roles}
+    out = {}
+    for role in roles:
+        clash = sum(1 for other in roles if simple[other] == simple[role]) > 1
+        out[role] = plain[role] if clash or not simple[role] else simple[role].rstrip("-")
+    return out

@@ -1,0 +1,38 @@
+"""Fixtures: a fake API server on loopback and a Kubernetes backend pointed at it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fake_apiserver import FakeCluster, serve
+from kubernetes import client
+
+from clusters.backends.k8s_api import RetryPolicy, api_client_for
+from clusters.backends.k8s_manifests import K8sOptions
+from clusters.backends.kubernetes import KubernetesBackend
+
+
+@pytest.fixture
+def apiserver() -> Iterator[tuple[str, FakeCluster]]:
+    with serve() as running:
+        yield running
+
+
+@pytest.fixture
+def cluster(apiserver: tuple[str, FakeCluster]) -> FakeCluster:
+    return apiserver[1]
+
+
+@pytest.fixture
+def sleeps() -> list[float]:
+    """The backoff delays the backend asked for (nothing really sleeps)."""
+    return []
+
+
+@pytest.fixture
+def k8s(apiserver: tuple[str, FakeCluster], sleeps: list[float]) -> Iterator[KubernetesBackend]:
+    api = api_client_for(client.Configuration(host=apiserver[0]))
+    options = K8sOptions(namespace="default", node_selector={"pool": "jobs"})
+    yield KubernetesBackend(api, options, RetryPolicy(attempts=6, sleep=sleeps.append))
+    api.close()
