@@ -48,6 +48,8 @@ class Issues:
 
 def join(path: str, key: str | int) -> str:
     """``join("taskRoles", "worker") == "taskRoles.worker"``; ints become ``[index]``."""
+    if key.__class__ is str:  # the common case first (a str subclass is handled below)
+        return f"{path}.{key}" if path else key
     if isinstance(key, int):
         return f"{path}[{key}]"
     return f"{path}.{key}" if path else key

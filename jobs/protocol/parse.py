@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from jobs.protocol import fastyaml
 from jobs.protocol.errors import ProtocolError
 
 MAX_JOB_BYTES = 1024 * 1024
@@ -30,7 +31,12 @@ class YamlFloat(float):
 
 
 class _Loader(yaml.SafeLoader):
-    """The safe loader, with duplicate keys refused and float spellings kept."""
+    """The safe loader, with duplicate keys refused and float spellings kept.
+
+    Pure Python on purpose: its errors are the ones users see (libyaml's differ, and its C
+    recursion crashes on deeply nested text). Most job files never reach it: ``fastyaml``
+    builds the same data from rapidyaml's parse, and hands anything unusual back to it.
+    """
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -60,6 +66,7 @@ def _construct_float(loader: _Loader, node: yaml.ScalarNode) -> float:
 
 _Loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
 _Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+_SCALARS = _Loader("")  # lends fastyaml its scalar constructors (stateless)
 
 
 def decode(text: str | bytes) -> str:
@@ -127,6 +134,10 @@ def _parse_json(source: str) -> object:
 
 
 def _parse_yaml(source: str) -> object:
+    try:
+        return fastyaml.load(source, _SCALARS)
+    except fastyaml.Unsupported:
+        pass
     try:
         return yaml.load(source, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
     except yaml.MarkedYAMLError as exc:

@@ -19,6 +19,17 @@ MAX_NODES = 200_000
 MAX_INT_BITS = 256
 
 
+# Values kept as they are (exactly these classes: a subclass may be anything), and ints that
+# are not too large; a float may be infinite or remember its spelling, so floats are walked.
+_LEAVES = frozenset({str, bool, type(None)})
+_SMALL = 2**MAX_INT_BITS
+
+
+def _is_leaf(value: object) -> bool:
+    kind = value.__class__
+    return kind in _LEAVES or (kind is int and -_SMALL < value < _SMALL)
+
+
 class _Budget:
     def __init__(self) -> None:
         self.nodes = 0
@@ -67,13 +78,27 @@ def _walk(value: object, path: str, depth: int, budget: _Budget, issues: Issues)
         return value.isoformat()
     if isinstance(value, dict):
         result: dict[str, Any] = {}
+        leaves = depth < MAX_DEPTH  # a leaf below may be taken as it is (counted, not walked)
         for key, item in value.items():
             if not isinstance(key, str):
                 issues.add(path, f"keys must be strings, got {show(key)}")
                 continue
-            result[key] = _walk(item, join(path, key), depth + 1, budget, issues)
+            if leaves and _is_leaf(item) and budget.nodes < MAX_NODES:
+                budget.nodes += 1
+                result[key] = item
+            else:
+                result[key] = _walk(item, join(path, key), depth + 1, budget, issues)
         return result
     if isinstance(value, list | tuple):
+        if depth < MAX_DEPTH:
+            items: list[Any] = []
+            for index, item in enumerate(value):
+                if _is_leaf(item) and budget.nodes < MAX_NODES:
+                    budget.nodes += 1
+                    items.append(item)
+                else:
+                    items.append(_walk(item, join(path, index), depth + 1, budget, issues))
+            return items
         return [
             _walk(item, join(path, index), depth + 1, budget, issues)
             for index, item in enumerate(value)

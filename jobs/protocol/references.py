@@ -118,7 +118,7 @@ def render(text: str, scope: Scope) -> str:
 
 def check(issues: Issues, path: str, text: object, scope: Scope) -> None:
     """An issue at ``path`` for each reference of ``text`` that names nothing."""
-    if not isinstance(text, str):
+    if not isinstance(text, str) or "<%" not in text:
         return
     for match in REFERENCE.finditer(text):
         try:
@@ -156,10 +156,17 @@ def check_job(issues: Issues, job: dict[str, Any], unchecked: frozenset[str] = f
                 if isinstance(callback, dict):
                     where = join(join(join(path, "callbacks"), position), "commands")
                     check_strings(issues, where, callback.get("commands"), scope)
+    scopes: dict[str, Scope] = {}  # each role's scope, built once
+
+    def scope_of(role: str) -> Scope:
+        if role not in scopes:
+            scopes[role] = role_scope(job, role)
+        return scopes[role]
+
     for name, spec in roles.items():
         if isinstance(spec, dict):
             where = join(join("taskRoles", name), "commands")
-            check_strings(issues, where, spec.get("commands"), role_scope(job, name))
+            check_strings(issues, where, spec.get("commands"), scope_of(name))
     for index, deployment in enumerate(job.get("deployments", [])):
         entries = deployment.get("taskRoles") if isinstance(deployment, dict) else None
         if not isinstance(entries, dict):
@@ -167,7 +174,7 @@ def check_job(issues: Issues, job: dict[str, Any], unchecked: frozenset[str] = f
         for name, entry in entries.items():
             if name not in roles or not isinstance(entry, dict):
                 continue
-            scope = role_scope(job, name)
+            scope = scope_of(name)
             base = join(join(join("deployments", index), "taskRoles"), name)
             for key in ("preCommands", "postCommands"):
                 check_strings(issues, join(base, key), entry.get(key), scope)

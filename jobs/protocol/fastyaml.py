@@ -1,0 +1,228 @@
+"""A fast path for YAML job files: rapidyaml parses, this module builds PyYAML's result.
+
+rapidyaml (C++, about 20x faster than libyaml through PyYAML) gives a tree of raw scalars
+and their styles; plain scalars are resolved here with PyYAML's own YAML 1.1 implicit
+resolvers and constructors, so the data is what ``yaml.safe_load`` (with the loader of
+``parse.py``) would build: ``yes`` is True, ``1.10`` is a float that remembers its spelling.
+
+The fast path only vouches for the common case. For anything else it raises ``Unsupported``
+and the caller parses again with PyYAML, which gives the exact result or error (with line and
+column): text rapidyaml refuses, tags, anchors and aliases, merge keys, duplicate keys, keys
+that are not scalars, several documents, directives other than a first ``%YAML 1.x``, deep
+nesting, explicit ``? `` keys, quoted or long keys, flow collections (``[a, b]``, ``{a: b}``:
+PyYAML is stricter there), odd block scalar headers (a `` | `` or `` > `` in a command
+counts), characters PyYAML refuses or reads as line breaks where YAML 1.2 does not.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+try:
+    import ryml
+except ImportError:  # pragma: no cover - the dependency is declared; PyYAML alone still works
+    ryml = None
+
+MAX_DEPTH = 100  # deeper documents go to PyYAML (to_plain refuses them after 64 levels)
+
+# What PyYAML's reader refuses, plus what YAML 1.1 reads as a line break (or BOM) and YAML 1.2
+# does not; tabs and carriage returns, which the two read differently in corner cases. (Text
+# that ``str.isprintable`` passes, once without its newlines, has none of them: a fast test.)
+_UNSURE_CHARS = re.compile(
+    "[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+)
+# What may follow the | or > of a block scalar: at most one chomping and one indentation (1-9)
+# indicator, then a comment or nothing. rapidyaml lets through some headers PyYAML refuses.
+_BLOCK_HEADER = re.compile(r"(?:[-+][1-9]?|[1-9][-+]?)?(?:[ ]+#[^\n]*|[ ]*)(?:\n|\Z)")
+_EXPLICIT_KEY = re.compile(r"^[ -]*\?(?:[ ]|$)", re.MULTILINE)  # rapidyaml is laxer after one
+_YAML_DIRECTIVE = re.compile(r"%YAML[ ]+1\.[0-9]+[ ]*(?:#[^\n]*)?\n")
+
+
+class Unsupported(Exception):
+    """The fast path cannot vouch for this text: parse it with PyYAML."""
+
+
+def load(text: str, loader: yaml.SafeLoader) -> Any:
+    """What ``yaml.load(text, Loader=type(loader))`` returns; raises Unsupported when unsure.
+
+    ``loader`` lends its resolvers and scalar constructors (which keep no state).
+    """
+    if ryml is None or None in loader.yaml_implicit_resolvers:
+        raise Unsupported
+    if not text.replace("\n", "").isprintable() and _UNSURE_CHARS.search(text):
+        raise Unsupported
+    if (text.startswith("%") or "\n%" in text) and not _only_a_yaml_directive(text):
+        raise Unsupported
+    if text.startswith("...") or "\n..." in text:  # rapidyaml ignores what follows a "..."
+        raise Unsupported
+    if "?" in text and _EXPLICIT_KEY.search(text):
+        raise Unsupported
+    if ("|" in text or ">" in text) and (not text.endswith("\n") or _odd_block(text)):
+        raise Unsupported  # at the very end a block scalar's last line break differs
+    tree = ryml.Tree()
+    try:
+        ryml.parse_in_arena(text, tree)
+    except Exception:  # rapidyaml's parse errors; PyYAML says where and why
+        raise Unsupported from None
+    handle = tree.this
+    root = tree.root_id()
+    kind = _TYPE(handle, root)
+    if kind & _STREAM_ONLY:
+        if _NUM_CHILDREN(handle, root) != 1:
+            raise Unsupported
+        root = _FIRST_CHILD(handle, root)
+        kind = _TYPE(handle, root)
+    if kind & _KEY or not kind & (_MAP | _SEQ | _VAL):
+        raise Unsupported
+    return _Builder(handle, loader).node(root, kind, 0)
+
+
+class _Builder:
+    """Turns one rapidyaml tree into Python data, the way PyYAML's safe loader would."""
+
+    def __init__(self, handle: Any, loader: yaml.SafeLoader) -> None:
+        self.handle = handle
+        self.loader = loader
+        self.resolvers: dict[Any, list[tuple[str, re.Pattern[str]]]]
+        self.resolvers = loader.yaml_implicit_resolvers
+        self.words = _words(loader)
+
+    def node(self, node: int, kind: int, depth: int) -> Any:
+        if kind & _REJECT or depth > MAX_DEPTH:
+            raise Unsupported
+        handle, resolvers, words = self.handle, self.resolvers, self.words
+        if kind & _MAP:
+            result: dict[Any, Any] = {}
+            child = _FIRST_CHILD(handle, node)
+            while child != _NONE:
+                kind = _TYPE(handle, child)
+                raw = _KEY_TEXT(handle, child)
+                if raw is None:  # "? " or ":" with no key: PyYAML may refuse it
+                    raise Unsupported
+                key: Any = str(raw, "utf-8")
+                # PyYAML refuses a key over 1024 characters or lines, which rapidyaml may pass
+                # (a quoted key may hide its line breaks): those go to PyYAML, as odd keys do.
+                if kind & _KEY_STYLED or len(raw) > 1000 or key[:1] in _INDICATORS:
+                    raise Unsupported
+                first = key[:1]
+                if first in resolvers and (key in words or not first.isalpha()):
+                    key = self.resolve(key)
+                if key in result:  # PyYAML's loader says where
+                    raise Unsupported
+                if kind & _CONTAINER:
+                    result[key] = self.node(child, kind, depth + 1)
+                else:
+                    result[key] = self.scalar(child, kind)
+                child = _NEXT_SIBLING(handle, child)
+            return result
+        if kind & _SEQ:
+            items: list[Any] = []
+            child = _FIRST_CHILD(handle, node)
+            while child != _NONE:
+                kind = _TYPE(handle, child)
+                if kind & _CONTAINER:
+                    items.append(self.node(child, kind, depth + 1))
+                else:
+                    items.append(self.scalar(child, kind))
+                child = _NEXT_SIBLING(handle, child)
+            return items
+        return self.scalar(node, kind)
+
+    def scalar(self, node: int, kind: int) -> Any:
+        if kind & _REJECT or not kind & _VAL:
+            raise Unsupported
+        raw = _VAL_TEXT(self.handle, node)
+        value = "" if raw is None else str(raw, "utf-8")
+        if kind & _VAL_STYLED:  # quoted or a block: a string
+            return value
+        first = value[:1]
+        if first in _INDICATORS:  # rapidyaml lets some through that PyYAML refuses
+            raise Unsupported
+        if first not in self.resolvers or (first.isalpha() and value not in self.words):
+            return value  # no implicit type could match: a string
+        return self.resolve(value)
+
+    def resolve(self, value: str) -> Any:
+        """A plain scalar as PyYAML reads it (its implicit resolvers, then constructors)."""
+        for tag, pattern in self.resolvers[value[:1]]:
+            if pattern.match(value):
+                if tag == _INT and value.isascii() and value.isdigit() and value[0] != "0":
+                    return int(value)
+                if tag not in _SCALAR_TAGS:  # "<<" (merge keys) and "=" (YAML's value key)
+                    raise Unsupported
+                loader = self.loader
+                return loader.yaml_constructors[tag](loader, yaml.ScalarNode(tag, value))
+        return value
+
+
+_WORDS: dict[type, frozenset[str]] = {}
+
+
+def _words(loader: yaml.SafeLoader) -> frozenset[str]:
+    """The plain scalars starting with a letter that a resolver of ``loader`` matches.
+
+    YAML 1.1's implicit types that start with a letter are words (booleans such as ``yes``
+    and ``Off``, and ``null``): a plain scalar starting with a letter that is none of them
+    is a string, with no regular expression tried. The words are checked against the resolvers
+    themselves; resolvers for any first character (``None``) send the text to PyYAML.
+    """
+    words = _WORDS.get(type(loader))
+    if words is None:
+        resolvers = loader.yaml_implicit_resolvers
+        candidates = {
+            spelling
+            for word in (*yaml.constructor.SafeConstructor.bool_values, "null")
+            for spelling in (word, word.capitalize(), word.upper())
+        }
+        words = frozenset(
+            word
+            for word in candidates
+            if any(pattern.match(word) for _tag, pattern in resolvers.get(word[0], []))
+        )
+        _WORDS[type(loader)] = words
+    return words
+
+
+def _odd_block(text: str) -> bool:
+    """A | or > after a space or at a line start that is no plain block scalar header (which
+    may be a pipe in a command: the text then goes to PyYAML, to be safe)."""
+    for mark in "|>":
+        at = text.find(mark)
+        while at != -1:
+            if (at == 0 or text[at - 1] in " \n") and not _BLOCK_HEADER.match(text, at + 1):
+                return True
+            at = text.find(mark, at + 1)
+    return False
+
+
+def _only_a_yaml_directive(text: str) -> bool:
+    first = _YAML_DIRECTIVE.match(text)
+    return first is not None and "\n%" not in text[first.end() - 1 :]
+
+
+_INT = "tag:yaml.org,2002:int"
+_INDICATORS = frozenset(",[]{}#&*!|>'\"%@`")  # no plain scalar starts with one
+_SCALAR_TAGS = frozenset(
+    f"tag:yaml.org,2002:{name}" for name in ("null", "bool", "int", "float", "timestamp")
+)
+
+if ryml is not None:
+    _api = ryml._ryml
+    _TYPE = _api.Tree_type
+    _FIRST_CHILD = _api.Tree_first_child
+    _NEXT_SIBLING = _api.Tree_next_sibling
+    _NUM_CHILDREN = _api.Tree_num_children
+    _KEY_TEXT = _api.Tree_key
+    _VAL_TEXT = _api.Tree_val
+    _NONE = ryml.NONE
+    _KEY, _VAL, _MAP, _SEQ = ryml.KEY, ryml.VAL, ryml.MAP, ryml.SEQ
+    _CONTAINER = ryml.MAP | ryml.SEQ
+    _STREAM_ONLY = ryml.STREAM & ~ryml.SEQ  # STREAM is a flag plus SEQ
+    _KEY_STYLED = ryml.KEY_STYLE & ~ryml.KEY_PLAIN  # quoted, literal or folded
+    _VAL_STYLED = ryml.VAL_STYLE & ~ryml.VAL_PLAIN
+    _REJECT = (
+        ryml.KEYTAG | ryml.VALTAG | ryml.KEYANCH | ryml.VALANCH | ryml.KEYREF | ryml.VALREF
+    ) | (ryml.KEY_UNFILT | ryml.VAL_UNFILT | ryml.FLOW_SL | ryml.FLOW_ML)
