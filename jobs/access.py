@@ -23,10 +23,10 @@ def listable_jobs(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
     clusters they may use (name, user, state and resources only; details stay owner-only)."""
     if is_admin(user):
         return Job.objects.all()
-    from clusters.models import DEFAULT_VIRTUAL_CLUSTER
+    from clusters.models import VirtualCluster
 
-    shared = Q(virtual_cluster__name=DEFAULT_VIRTUAL_CLUSTER)
-    return Job.objects.filter(Q(owner_id=user.pk) | shared)
+    usable = VirtualCluster.objects.usable_by(user)
+    return Job.objects.filter(Q(owner_id=user.pk) | Q(virtual_cluster__in=usable))
 
 
 def job_for(user: AbstractBaseUser | AnonymousUser, username: str, name: str) -> Job:

@@ -16,9 +16,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from clusters.backends.base import Backend, TaskShape
-from clusters.models import DEFAULT_VIRTUAL_CLUSTER, VirtualCluster
+from clusters.models import VirtualCluster
 from jobs import news
 from jobs.models import Job, JobAttempt, JobEvent, Task
+from jobs.plugins import storage
 from jobs.protocol import ProtocolError, load_job
 from jobs.states import LIVE_TASK_STATES, JobState, can_move_job
 
@@ -60,10 +61,8 @@ def submit(
         if deployment not in names:
             raise SubmitError(400, [f"deployment: no deployment named {deployment!r} in the job"])
         defaults["deployment"] = deployment
-    vc_name = virtual_cluster or defaults.get("virtualCluster") or DEFAULT_VIRTUAL_CLUSTER
-    vc = VirtualCluster.objects.named(vc_name)
-    if vc is None:
-        raise SubmitError(400, [f"defaults.virtualCluster: no virtual cluster named {vc_name!r}"])
+    vc = admission_check(user, protocol, virtual_cluster or defaults.get("virtualCluster"))
+    storage.check_access(user, protocol)  # teamwise_storage: 400 unknown / 403 not allowed
     roles = protocol["taskRoles"].values()
     text_value = text if isinstance(text, str) else text.decode("utf-8", "replace")
     job = Job(
@@ -76,6 +75,7 @@ def submit(
         task_count=sum(r["instances"] for r in roles),
         gpu_count=sum(r["instances"] * r["resourcePerInstance"]["gpu"] for r in roles),
         reason="waiting to be admitted",
+        **admission_fields(protocol),
     )
     try:
         with transaction.atomic():
@@ -89,6 +89,26 @@ def submit(
         ) from None
     news.after_commit(job.id, reconcile=True)
     return job
+
+
+def admission_check(
+    user: AbstractBaseUser, protocol: dict[str, Any], vc_name: str | None
+) -> VirtualCluster:
+    """The virtual cluster the job goes to, when ``user`` may use it and the job could fit."""
+    from clusters.admission import submit_check
+
+    try:
+        return submit_check(user, protocol, vc_name)
+    except PermissionError as exc:
+        raise SubmitError(403, [str(exc)]) from None
+    except ValueError as exc:
+        raise SubmitError(400, [str(exc)]) from None
+
+
+def admission_fields(protocol: dict[str, Any]) -> dict[str, Any]:
+    from clusters.admission import job_fields
+
+    return job_fields(protocol)
 
 
 def issue_lines(exc: ProtocolError) -> list[str]:
@@ -142,6 +162,7 @@ def start_attempt(job: Job, backend: Backend, number: int) -> JobAttempt | None:
                 attempt=attempt,
                 role=shape.role,
                 index=shape.index,
+                address=placement.ip,
                 ip=placement.ip,
                 ports=placement.ports,
                 created_at=now,

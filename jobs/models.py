@@ -36,10 +36,19 @@ class Job(models.Model):
     retries = models.PositiveIntegerField(default=0)  # job retries used: attempts made - 1
     task_count = models.PositiveIntegerField(default=0)
     gpu_count = models.PositiveIntegerField(default=0)
+    # Admission (clusters.quota): what the job asks for in total, its order and its standing.
+    resources = models.JSONField(default=dict)  # {"cpu", "memoryMB", "gpus": {type: n}}
+    priority = models.IntegerField(default=0)
+    opportunistic = models.BooleanField(default=False)  # may run on other VCs' idle quota
+    borrowing = models.BooleanField(default=False)  # running on idle quota: preemptible
+    queue_position = models.PositiveIntegerField(null=True, blank=True)  # 1 = next in its VC
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The job's SSH key pair (ssh plugin, jobssh): the private key only ever goes to its owner.
+    ssh_private_key = models.TextField(blank=True)
+    ssh_public_key = models.TextField(blank=True)
 
     class Meta:
         constraints = [
@@ -87,6 +96,9 @@ class Task(models.Model):
     role = models.CharField(max_length=64)
     index = models.PositiveIntegerField()
     state = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.WAITING)
+    # Where peers reach the task, fixed at placement (an IP, or a DNS name on Kubernetes); the
+    # task's environment is rendered from it, also for a retry. ``ip`` is what was observed.
+    address = models.CharField(max_length=255, blank=True)
     ip = models.CharField(max_length=64, blank=True)
     ports = OrderedJSONField(default=dict)  # label -> ports, in the order the job declares
     exit_code = models.IntegerField(null=True, blank=True)
@@ -98,6 +110,8 @@ class Task(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # jobs.exitspec's explanation of how the task ended (phrase, type, reason, solution, lines).
+    exit_spec = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [

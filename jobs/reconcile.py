@@ -18,10 +18,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusters.backends.base import Backend, Observation, Placement, TaskLaunch, TaskPhase
+from clusters.quota import gpu_type_of
 from jobs import lifecycle, news
 from jobs.completion import TaskView, decide
 from jobs.models import Job, JobAttempt, Task
+from jobs.protocol import render_registry_auth
 from jobs.runtime import JobContext, bootstrap_script, task_environment
+from jobs.runtime.context import context_for
+from jobs.runtime.observe import exit_changes
 from jobs.states import LIVE_TASK_STATES, JobState, TaskState
 
 log = logging.getLogger(__name__)
@@ -76,12 +80,10 @@ def run_pass(backend: Backend) -> PassReport:
 
 
 def admit(backend: Backend, report: PassReport) -> None:
-    """Start the first attempt of waiting jobs, oldest first (quotas come with virtual clusters)."""
-    waiting = Job.objects.filter(state=JobState.WAITING).order_by("created_at", "id")
-    for job in waiting[:ADMIT_BATCH]:
-        if lifecycle.start_attempt(job, backend, 0) is not None:
-            report.admitted += 1
-            report.touched_jobs.add(job.id)
+    """Start waiting jobs as their virtual clusters' quotas allow (``clusters.admission``)."""
+    from clusters.admission import admit as admit_by_quota
+
+    admit_by_quota(backend, report)
 
 
 def launch(backend: Backend, report: PassReport) -> None:
@@ -96,21 +98,15 @@ def launch(backend: Backend, report: PassReport) -> None:
     attempt_ids = {t.attempt_id for t in pending}
     placements: dict[int, dict[tuple[str, int], Placement]] = defaultdict(dict)
     for row in Task.objects.filter(attempt_id__in=attempt_ids).values(
-        "attempt_id", "role", "index", "ip", "ports"
+        "attempt_id", "role", "index", "address", "ports"
     ):
         placements[row["attempt_id"]][(row["role"], row["index"])] = Placement(
-            row["ip"], row["ports"]
+            row["address"], row["ports"]
         )
     for task in pending:
         job = task.attempt.job
-        ctx = JobContext(
-            user=job.owner.get_username(),
-            job_name=job.name,
-            virtual_cluster=job.virtual_cluster.name,
-            protocol=job.protocol,
-            deployment=job.protocol.get("defaults", {}).get("deployment"),
-        )
         try:
+            ctx = context_for(job)  # jobs.runtime: ssh keys, storages, barrier timeout
             ref = launch_one(backend, task, ctx, placements[task.attempt_id])
         except Exception as exc:  # one task that cannot start must not stop the pass
             log.exception("could not launch %s", task)
@@ -147,6 +143,8 @@ def launch_one(
             gpu=resources["gpu"],
             image=image_of(job.protocol, task.role),
             shm_mb=spec.get("extraContainerOptions", {}).get("shmMB", 64),
+            gpu_type=gpu_type_of(job.protocol, task.role),
+            pull_secret=render_registry_auth(job.protocol, task.role),
         )
     )
 
@@ -163,12 +161,31 @@ def image_of(protocol: dict[str, object], role: str) -> str:
     return ""
 
 
+# What observe() and settle() read of a task: not ports, exit spec or timestamps they keep.
+OBSERVED_FIELDS = (
+    "id",
+    "attempt_id",
+    "role",
+    "index",
+    "state",
+    "backend_ref",
+    "ip",
+    "node",
+    "exit_code",
+    "diagnostics",
+    "retries",
+    "stop_requested",
+    "started_at",
+)
+
+
 def observe(backend: Backend, report: PassReport) -> None:
     """One backend call for every live task, then a compare-and-swap update per changed task."""
     live = list(
         Task.objects.filter(state__in=LIVE_TASK_STATES)
         .exclude(backend_ref="")
         .select_related("attempt")
+        .only(*OBSERVED_FIELDS, "attempt__job_id", "attempt__number")
     )
     if not live:
         return
@@ -178,6 +195,8 @@ def observe(backend: Backend, report: PassReport) -> None:
         changes = changes_for(task, obs)
         if not changes:
             continue
+        # jobs.runtime (issue 4): a task that ends gets the exit spec's phrase and reason.
+        changes.update(exit_changes(backend, task.backend_ref, changes, task.stop_requested))
         moved = Task.objects.filter(
             id=task.id, state=task.state, backend_ref=task.backend_ref
         ).update(**changes)
@@ -237,7 +256,7 @@ def settle(backend: Backend, report: PassReport) -> None:
     if not attempts:
         return
     tasks_by_attempt: dict[int, list[Task]] = defaultdict(list)
-    for task in Task.objects.filter(attempt__in=attempts).order_by("id"):
+    for task in Task.objects.filter(attempt__in=attempts).only(*OBSERVED_FIELDS).order_by("id"):
         tasks_by_attempt[task.attempt_id].append(task)
     for attempt in attempts:
         job = attempt.job

@@ -21,3 +21,9 @@ def schedule_reconcile(sender: Celery, **kwargs: object) -> None:
     sender.add_periodic_task(
         interval, sender.tasks["jobs.tasks.reconcile"], name="reconcile", expires=interval * 0.9
     )
+    sender.add_periodic_task(
+        60.0,
+        sender.tasks["clusters.tasks.refresh_capacity"],
+        name="refresh capacity",
+        expires=50.0,
+    )

@@ -158,7 +158,12 @@ SPECTACULAR_SETTINGS = {
 CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "local")
 LOCAL_TASK_ROOT = Path(env_str("LOCAL_TASK_ROOT", str(VAR_DIR / "tasks")))
 LOCAL_TASK_IP = env_str("LOCAL_TASK_IP", "127.0.0.1")
+# Inside a task (jobs.runtime): how long the barrier waits for peers' addresses, and how long
+# jobEnvs.isDebug keeps a failed task's working directory (local) or pod (Kubernetes).
+TASK_BARRIER_TIMEOUT_SECONDS = env_int("TASK_BARRIER_TIMEOUT_SECONDS", 600, minimum=1)
+DEBUG_KEEP_HOURS = env_int("DEBUG_KEEP_HOURS", 24, minimum=1)
 LOCAL_STOP_GRACE_SECONDS = env_float("LOCAL_STOP_GRACE_SECONDS", 10.0)
+TERMINAL_IDLE_SECONDS = env_int("TERMINAL_IDLE_SECONDS", 900, minimum=5)
 JOB_MAX_BYTES = env_int("JOB_MAX_BYTES", 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = JOB_MAX_BYTES + 64 * 1024
 API_TOKEN_DEFAULT_SECONDS = env_int("API_TOKEN_DEFAULT_SECONDS", 7 * 24 * 3600, minimum=60)
@@ -172,3 +177,19 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.channels.server": {"level": "WARNING"}},
 }
+
+# The Kubernetes backend (CLUSTER_BACKEND=kubernetes; clusters/backends/kubernetes.py).
+K8S_IN_CLUSTER = env_bool("K8S_IN_CLUSTER", False)  # else a kubeconfig
+K8S_KUBECONFIG = env_str("K8S_KUBECONFIG", "")  # "" = $KUBECONFIG or ~/.kube/config
+K8S_CONTEXT = env_str("K8S_CONTEXT", "")  # "" = the kubeconfig's current context
+K8S_NAMESPACE = env_str("K8S_NAMESPACE", "default")
+K8S_GPU_RESOURCE = env_str("K8S_GPU_RESOURCE", "nvidia.com/gpu")
+K8S_GPU_TYPE_LABEL = env_str("K8S_GPU_TYPE_LABEL", "gpu-portal/gpu-type")
+K8S_IMAGE_PULL_POLICY = env_str("K8S_IMAGE_PULL_POLICY", "IfNotPresent")
+K8S_NODE_SELECTOR = env_list("K8S_NODE_SELECTOR", [])  # key=value,... for every job's pods
+K8S_DEFAULT_IMAGE = env_str("K8S_DEFAULT_IMAGE", "python:3.11-slim")
+K8S_PORT_BASE = env_int("K8S_PORT_BASE", 20000, minimum=1024)
+K8S_STOP_GRACE_SECONDS = env_int("K8S_STOP_GRACE_SECONDS", 10, minimum=0)
+K8S_API_ATTEMPTS = env_int("K8S_API_ATTEMPTS", 6, minimum=1)
+K8S_API_BACKOFF_SECONDS = env_float("K8S_API_BACKOFF_SECONDS", 0.2)
+K8S_API_BACKOFF_CAP_SECONDS = env_float("K8S_API_BACKOFF_CAP_SECONDS", 5.0)

@@ -37,6 +37,8 @@ urlpatterns = [
     path("api/v2/", include(api_auth)),
     path("api/v2/", include(api_accounts)),
     path("api/v2/", include("jobs.api.urls")),
+    path("api/v2/", include("clusters.api_urls")),
+    path("", include("clusters.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularRedocView.as_view(url_name="schema"), name="api-docs"),
 ]

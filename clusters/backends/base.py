@@ -61,6 +61,10 @@ class TaskLaunch:
     gpu: int
     image: str = ""
     shm_mb: int = 64
+    gpu_type: str = ""  # a GPU type the task must run on ("" = any); kubernetes: a node selector
+    # Registry credentials for the image, ``{registry, username, password}`` (a ``dockerimage``
+    # prerequisite's ``auth``); kubernetes turns them into an image pull secret.
+    pull_secret: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,15 @@ class Observation:
     diagnostics: str = ""
     started_at: datetime | None = None
     finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ShellSpec:
+    """How to open an interactive shell inside a running task: run ``argv`` under a pty."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
 
 
 @dataclass(frozen=True)
@@ -108,3 +121,8 @@ class Backend(Protocol):
         ...
 
     def capacity(self) -> Capacity: ...
+
+    def shell(self, ref: str) -> ShellSpec | None:
+        """A shell in the task with its working directory and environment; None when the task
+        is not running or this backend opens terminals another way."""
+        ...

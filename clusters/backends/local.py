@@ -31,6 +31,7 @@ from clusters.backends.base import (
     Capacity,
     Observation,
     Placement,
+    ShellSpec,
     TaskLaunch,
     TaskPhase,
     TaskShape,
@@ -225,6 +226,24 @@ class LocalBackend:
                 return f.read()
         except FileNotFoundError:
             return b""
+
+    def shell(self, ref: str) -> ShellSpec | None:
+        """A login-less shell in the task's directory with the task's own environment (read
+        from its main process), as its own session with the pty as controlling terminal."""
+        workdir = self._workdir_or_none(ref)
+        record = TaskRecord.load(workdir / "task.json") if workdir else None
+        if workdir is None or record is None or record.pid is None or not record.alive():
+            return None
+        try:
+            raw = Path(f"/proc/{record.pid}/environ").read_bytes()
+        except OSError:
+            return None
+        env = dict(
+            item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item
+        )
+        env["TERM"] = "xterm-256color"
+        shell = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
+        return ShellSpec(argv=["setsid", "-c", shell, "-i"], env=env, cwd=str(workdir))
 
     def capacity(self) -> Capacity:
         return Capacity(

@@ -22,11 +22,40 @@ def task_status(task: Task) -> dict[str, Any]:
         "containerNodeName": task.node,
         "containerExitCode": task.exit_code,
         "containerExitDiagnostics": task.diagnostics,
+        "containerExitSpec": exit_spec(task),
         "retries": task.retries,
         "createdTime": epoch_ms(task.created_at),
         "launchedTime": epoch_ms(task.started_at),
         "completedTime": epoch_ms(task.completed_at),
     }
+
+
+def exit_spec(task: Task) -> dict[str, Any] | None:
+    """The exit spec's explanation of how the task ended (jobs.exitspec), or None."""
+    spec = task.exit_spec or {}
+    if not spec:
+        return None
+    return {
+        "code": spec.get("exit_code"),
+        "phrase": spec.get("phrase"),
+        "type": spec.get("type"),
+        "reason": spec.get("reason"),
+        "solution": spec.get("solution"),
+        "matchedLines": spec.get("lines", []),
+    }
+
+
+def app_exit_spec(job: Job, tasks: list[Task]) -> dict[str, Any] | None:
+    """The explanation of the task that decided a failed or stopped job (the first to end)."""
+    if job.state not in ("FAILED", "STOPPED"):
+        return None
+    ended = [t for t in tasks if t.exit_spec and t.state in ("FAILED", "STOPPED")]
+    failed = [t for t in ended if t.state == "FAILED"] or ended
+    if not failed:
+        return None
+    first = min(failed, key=lambda t: (t.completed_at is None, t.completed_at, t.role, t.index))
+    spec = exit_spec(first)
+    return {**spec, "taskRole": first.role, "taskIndex": first.index} if spec else None
 
 
 def job_detail(job: Job, attempt: JobAttempt | None, tasks: list[Task]) -> dict[str, Any]:
@@ -51,7 +80,13 @@ def job_detail(job: Job, attempt: JobAttempt | None, tasks: list[Task]) -> dict[
             "completedTime": epoch_ms(job.completed_at),
             "appExitCode": job.exit_code,
             "appExitDiagnostics": job.reason,
+            "appExitSpec": app_exit_spec(job, tasks),
             "reason": job.reason,
+            "waitingReason": job.reason if job.state == "WAITING" else None,
+            "queuePosition": job.queue_position if job.state == "WAITING" else None,
+            "priority": job.priority,
+            "opportunistic": job.opportunistic,
+            "preemptible": job.borrowing,
             "totalTaskNumber": job.task_count,
             "totalGpuNumber": job.gpu_count,
         },

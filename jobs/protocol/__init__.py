@@ -7,7 +7,13 @@ from jobs.protocol.dump import dump_yaml
 from jobs.protocol.errors import ProtocolError, ProtocolIssue
 from jobs.protocol.load import LoadedJob, load_job, normalise
 from jobs.protocol.parse import MAX_JOB_BYTES
-from jobs.protocol.render import Callback, RoleCommands, render_callbacks, render_role
+from jobs.protocol.render import (
+    Callback,
+    RoleCommands,
+    render_callbacks,
+    render_registry_auth,
+    render_role,
+)
 from jobs.protocol.schema import json_schema
 from jobs.protocol.secrets import SECRET_MASK, mask_secrets
 
@@ -25,5 +31,6 @@ __all__ = [
     "mask_secrets",
     "normalise",
     "render_callbacks",
+    "render_registry_auth",
     "render_role",
 ]

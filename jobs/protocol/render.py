@@ -34,8 +34,13 @@ class Callback:
     failure_policy: str  # "fail" or "ignore"
 
 
-def render_role(job: dict[str, Any], role: str, deployment: str | None = None) -> RoleCommands:
-    """The role's commands; ``deployment`` defaults to ``defaults.deployment`` (or none)."""
+def render_role(
+    job: dict[str, Any], role: str, deployment: str | None = None, *, callbacks: bool = True
+) -> RoleCommands:
+    """The role's commands; ``deployment`` defaults to ``defaults.deployment`` (or none).
+
+    With ``callbacks=False`` the prerequisite callbacks are left out (the task runtime runs
+    them itself, from ``render_callbacks``, with their failure policies)."""
     spec = _role(job, role)
     name = deployment if deployment is not None else job.get("defaults", {}).get("deployment")
     entry: dict[str, Any] = {}
@@ -46,9 +51,9 @@ def render_role(job: dict[str, Any], role: str, deployment: str | None = None) -
         entry = chosen[0].get("taskRoles", {}).get(role) or {}
     scope = references.role_scope(job, role)
     where = join("taskRoles", role)
-    callbacks = render_callbacks(job, role)
-    pre = [cmd for cb in callbacks if cb.event == "containerStart" for cmd in _wrapped(cb)]
-    post = [cmd for cb in callbacks if cb.event == "containerExit" for cmd in _wrapped(cb)]
+    folded = render_callbacks(job, role) if callbacks else []
+    pre = [cmd for cb in folded if cb.event == "containerStart" for cmd in _wrapped(cb)]
+    post = [cmd for cb in folded if cb.event == "containerExit" for cmd in _wrapped(cb)]
     return RoleCommands(
         pre_commands=pre + _render(entry.get("preCommands", []), scope, f"{name}.preCommands"),
         commands=_render(spec.get("commands", []), scope, join(where, "commands")),
@@ -118,3 +123,19 @@ def _wrapped(callback: Callback) -> list[str]:
     if callback.failure_policy != "ignore":
         return callback.commands
     return ["{\n" + command + "\n} || true" for command in callback.commands]
+
+
+def render_registry_auth(job: dict[str, Any], role: str) -> dict[str, str] | None:
+    """``{registry, username, password}`` of the role's docker image, references resolved
+    (secrets in clear: for the backend's image pull secret only); None without ``auth``."""
+    image = _role(job, role).get("dockerImage")
+    prereq = references.prerequisites_by_name(job).get(image) if isinstance(image, str) else None
+    auth = prereq.get("auth") if prereq else None
+    if not isinstance(auth, dict) or not auth.get("username"):
+        return None
+    scope = references.prerequisite_scope(job, prereq or {}, auth=True)
+    return {
+        "registry": references.render(str(auth.get("registryuri") or "docker.io"), scope),
+        "username": references.render(str(auth.get("username", "")), scope),
+        "password": references.render(str(auth.get("password", "")), scope),
+    }

@@ -10,6 +10,7 @@ from jobs import lifecycle
 from jobs.access import job_for
 from jobs.models import Job, JobAttempt
 from jobs.protocol import dump_yaml, mask_secrets
+from jobs.runtime.notes import runtime_notes
 
 LOG_TAIL_BYTES = 4096
 
@@ -31,7 +32,14 @@ def live_context(request: HttpRequest, job: Job) -> dict[str, object]:
             else ""
             for stream in ("stdout", "stderr")
         }
-    return {"job": job, "attempts": attempts, "attempt": attempt, "tasks": tasks}
+    context: dict[str, object] = {
+        "job": job,
+        "attempts": attempts,
+        "attempt": attempt,
+        "tasks": tasks,
+    }
+    context.update(runtime_notes(job))  # jobs.runtime: ssh key link, debug plugin note
+    return context
 
 
 @login_required

@@ -53,10 +53,10 @@ def test_names_that_are_not_shell_identifiers_are_made_safe():
 
 
 def test_values_are_quoted_in_the_script(monkeypatch):
-    from jobs import runtime
     from jobs.protocol import RoleCommands
+    from jobs.runtime import script as runtime
 
-    monkeypatch.setattr(runtime, "render_role", lambda *a: RoleCommands([], ["true"], []))
+    monkeypatch.setattr(runtime, "render_role", lambda *a, **k: RoleCommands([], ["true"], []))
     script = bootstrap_script(
         JobContext("alice", "j", "default", protocol()), "ps", {"X": "a'b; rm -rf /"}
     )

@@ -1,0 +1,227 @@
+"""One admission pass on the database: load in a constant number of queries, plan, apply.
+
+The decisions are made by :func:`clusters.quota.plan`; this module only reads and writes.
+Reads: virtual clusters, nodes, running jobs, waiting jobs (four queries, whatever the number
+of jobs). Writes: one statement for every waiting job's reason and position, plus the work of
+starting each admitted job and stopping each preempted one (bounded by ``MAX_ADMIT``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from clusters import capacity
+from clusters.backends.base import Backend
+from clusters.models import DEFAULT_VIRTUAL_CLUSTER, DefaultVirtualCluster, VirtualCluster
+from clusters.quota import (
+    Limit,
+    Plan,
+    Queue,
+    Resources,
+    Running,
+    Waiting,
+    demand_of,
+    never_fits,
+    options_of,
+    plan,
+)
+from jobs import lifecycle
+from jobs.models import Job, JobAttempt, Task
+from jobs.states import LIVE_TASK_STATES, JobState
+
+log = logging.getLogger(__name__)
+MAX_ADMIT = 100  # jobs started per pass; the rest are told they start in the next pass
+
+
+class Report(Protocol):
+    admitted: int
+    touched_jobs: set[int]
+
+
+def resources_json(r: Resources) -> dict[str, Any]:
+    return {"cpu": r.cpu, "memoryMB": r.memory_mb, "gpus": dict(r.gpus)}
+
+
+def resources_of(data: dict[str, Any] | None) -> Resources:
+    data = data or {}
+    return Resources(
+        int(data.get("cpu", 0)), int(data.get("memoryMB", 0)), dict(data.get("gpus") or {})
+    )
+
+
+def quota_of(vc: VirtualCluster) -> Limit:
+    return Limit(vc.cpu, vc.memory_mb, None if vc.gpus is None else dict(vc.gpus))
+
+
+def job_fields(protocol: dict[str, Any]) -> dict[str, Any]:
+    """The admission fields of a new Job: its total demand, priority and opportunism."""
+    priority, opportunistic = options_of(protocol)
+    return {
+        "resources": resources_json(demand_of(protocol)),
+        "priority": priority,
+        "opportunistic": opportunistic,
+    }
+
+
+def default_for(user: Any) -> str:
+    row = DefaultVirtualCluster.objects.filter(user_id=user.pk).values_list(
+        "virtual_cluster__name", flat=True
+    )
+    return row.first() or DEFAULT_VIRTUAL_CLUSTER
+
+
+def submit_check(user: Any, protocol: dict[str, Any], vc_name: str | None) -> VirtualCluster:
+    """The virtual cluster a job goes to. PermissionError when ``user`` is not a member;
+    ValueError when it does not exist or the job could never fit its quota (by how much)."""
+    name = vc_name or default_for(user)
+    vc = VirtualCluster.objects.named(name)
+    if vc is None:
+        raise ValueError(f"defaults.virtualCluster: no virtual cluster named {name!r}")
+    if not vc.usable_by(user):
+        raise PermissionError(
+            f"virtual cluster '{vc.name}': {user.get_username()} is not a member of it"
+        )
+    need = demand_of(protocol)
+    _, opportunistic = options_of(protocol)
+    limit = capacity.cluster_capacity() if opportunistic else quota_of(vc)
+    short = never_fits(need, limit)
+    if short is not None:
+        where = "the cluster has" if opportunistic else f"'{vc.name}' guarantees"
+        raise ValueError(
+            f"taskRoles: the job needs {short.need} {short.what} in total but {where} "
+            f"{short.free}: {short.need - short.free} more than the job could ever get"
+        )
+    return vc
+
+
+FIELDS = ("id", "virtual_cluster__name", "resources", "created_at", "priority")
+
+
+Loaded = tuple[list[Queue], Limit, list[Running], list[Waiting], dict[int, tuple[str, int | None]]]
+
+
+def load(backend: Backend | None) -> Loaded:
+    """Everything a pass decides on, and each waiting job's current (reason, position)."""
+    queues = [Queue(vc.name, quota_of(vc), vc.strict_fifo) for vc in VirtualCluster.objects.all()]
+    cap = capacity.cluster_capacity(backend)
+    running = [
+        Running(
+            row["id"],
+            row["virtual_cluster__name"],
+            resources_of(row["resources"]),
+            row["created_at"],
+            row["priority"],
+            row["borrowing"],
+        )
+        for row in Job.objects.filter(state__in=[JobState.RUNNING, JobState.STOPPING]).values(
+            *FIELDS, "borrowing"
+        )
+    ]
+    rows = Job.objects.filter(state=JobState.WAITING).values(
+        *FIELDS,
+        "opportunistic",
+        "started_at",
+        "owner__username",
+        "name",
+        "reason",
+        "queue_position",
+    )
+    waiting, standing = [], {}
+    for row in rows:
+        waiting.append(
+            Waiting(
+                row["id"],
+                row["virtual_cluster__name"],
+                resources_of(row["resources"]),
+                row["created_at"],
+                row["priority"],
+                row["opportunistic"],
+                preempted=row["started_at"] is not None,
+                label=f"{row['owner__username']}~{row['name']}",
+            )
+        )
+        standing[row["id"]] = (row["reason"], row["queue_position"])
+    return queues, cap, running, waiting, standing
+
+
+def admit(backend: Backend, report: Report) -> Plan:
+    """Plan one pass and apply it: preempt, start, and tell every waiting job where it stands."""
+    queues, cap, running, waiting, standing = load(backend)
+    decided = plan(queues, cap, running, waiting, max_admit=MAX_ADMIT)
+    with transaction.atomic():  # one commit for the pass; each job in its own savepoint
+        for job_id, reason in decided.preempt.items():
+            if preempt(job_id, reason):
+                report.touched_jobs.add(job_id)
+        for job in Job.objects.filter(id__in=decided.admit).select_related("owner"):
+            if start(job, backend, borrowing=job.id in decided.borrow):
+                report.admitted += 1
+                report.touched_jobs.add(job.id)
+        write_standing({i: s for i, s in decided.waiting.items() if standing.get(i) != s})
+    return decided
+
+
+def start(job: Job, backend: Backend, borrowing: bool) -> bool:
+    """The first attempt of a new job, or the next one of a job that was preempted."""
+    if job.started_at is None:
+        if lifecycle.start_attempt(job, backend, 0) is None:
+            return False
+        Job.objects.filter(id=job.id).update(queue_position=None, borrowing=borrowing)
+        return True
+    last = JobAttempt.objects.filter(job=job).order_by("-number").first()
+    with transaction.atomic():
+        moved = Job.objects.filter(id=job.id, state=JobState.WAITING).update(
+            state=JobState.RUNNING, reason="running", queue_position=None, borrowing=borrowing
+        )
+        if not moved:
+            return False
+        attempt = lifecycle.start_attempt(job, backend, last.number + 1 if last else 0)
+        if attempt is None:
+            transaction.set_rollback(True)
+            return False
+    return True
+
+
+def preempt(job_id: int, reason: str) -> bool:
+    """Stop a borrowing job's attempt and put the job back in its queue."""
+    with transaction.atomic():
+        moved = Job.objects.filter(id=job_id, state=JobState.RUNNING, borrowing=True).update(
+            state=JobState.WAITING, reason=reason, borrowing=False, updated_at=timezone.now()
+        )
+        if not moved:
+            return False
+        for attempt in JobAttempt.objects.filter(job_id=job_id, state=JobState.RUNNING):
+            lifecycle.finish_attempt(attempt, JobState.STOPPED, reason, None)
+        Task.objects.filter(attempt__job_id=job_id, state__in=LIVE_TASK_STATES).update(
+            stop_requested=True
+        )
+        lifecycle.record(job_id, "preempted", reason)
+    return True
+
+
+def write_standing(standing: dict[int, tuple[str, int]]) -> None:
+    """Every waiting job's reason and position in one statement (only where they changed)."""
+    if not standing:
+        return
+    ids = list(standing)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE jobs_job AS j SET reason = v.reason, queue_position = v.pos"
+                " FROM unnest(%s::bigint[], %s::text[], %s::int[]) AS v(id, reason, pos)"
+                " WHERE j.id = v.id AND j.state = %s"
+                " AND (j.reason IS DISTINCT FROM v.reason"
+                " OR j.queue_position IS DISTINCT FROM v.pos)",
+                [
+                    ids,
+                    [standing[i][0] for i in ids],
+                    [standing[i][1] for i in ids],
+                    JobState.WAITING,
+                ],
+            )
+        return
+    jobs = [Job(id=i, reason=standing[i][0], queue_position=standing[i][1]) for i in ids]
+    Job.objects.bulk_update(jobs, ["reason", "queue_position"], batch_size=500)

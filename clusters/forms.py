@@ -1,0 +1,77 @@
+"""Admin forms: virtual clusters (quota checked against capacity) and users."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib.auth.models import User
+
+from clusters.edit import quota_problems
+from clusters.models import VirtualCluster
+from clusters.quota import Limit
+
+
+class VirtualClusterForm(forms.ModelForm):
+    gpus = forms.JSONField(
+        required=False,
+        help_text='GPUs guaranteed per type, e.g. {"V100": 4}; empty for no GPU limit.',
+    )
+
+    class Meta:
+        model = VirtualCluster
+        fields = [
+            "name", "description", "cpu", "memory_mb", "gpus",
+            "strict_fifo", "open_to_all", "members", "groups",
+        ]  # fmt: skip
+        labels = {"cpu": "CPU guaranteed", "memory_mb": "Memory guaranteed (MB)"}
+        help_texts = {
+            "cpu": "Empty: not limited by this virtual cluster.",
+            "open_to_all": "Every user may submit here (members and admins always may).",
+            "strict_fifo": "A job that does not fit holds back every job behind it.",
+        }
+
+    def clean_gpus(self) -> dict[str, int] | None:
+        gpus = self.cleaned_data.get("gpus")
+        if gpus in (None, ""):
+            return None
+        if not isinstance(gpus, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in gpus.items()
+        ):
+            raise forms.ValidationError("an object of GPU type -> whole number >= 0")
+        return gpus
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        name = data.get("name") or (self.instance.name if self.instance.pk else "")
+        if self.instance.pk and name != self.instance.name and self.instance.name == "default":
+            self.add_error("name", "the default virtual cluster keeps its name")
+        quota = Limit(data.get("cpu"), data.get("memory_mb"), data.get("gpus"))
+        for problem in quota_problems(name, quota) if name else []:
+            self.add_error(None, problem)
+        return data
+
+
+class NewUserForm(forms.Form):
+    username = forms.RegexField(regex=r"^[\w.@+-]{1,150}$", max_length=150)
+    password = forms.CharField(widget=forms.PasswordInput, min_length=8)
+    is_staff = forms.BooleanField(required=False, label="Admin")
+
+    def clean_username(self) -> str:
+        name = self.cleaned_data["username"]
+        if User.objects.filter(username=name).exists():
+            raise forms.ValidationError("a user with this name exists")
+        return str(name)
+
+
+class UserAccessForm(forms.Form):
+    is_staff = forms.BooleanField(required=False, label="Admin")
+    is_active = forms.BooleanField(required=False, label="Active (unticked: disabled)")
+    virtual_clusters = forms.ModelMultipleChoiceField(
+        VirtualCluster.objects.all(), required=False, widget=forms.CheckboxSelectMultiple
+    )
+    default_vc = forms.ModelChoiceField(
+        VirtualCluster.objects.all(), required=False, label="Default virtual cluster",
+        empty_label="default",
+    )  # fmt: skip

@@ -1,0 +1,119 @@
+"""What pages and the API show of virtual clusters: use, guarantees, capacity, validation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusters.admission import quota_of, resources_of
+from clusters.capacity import cluster_capacity
+from clusters.models import VirtualCluster
+from clusters.quota import Limit, Resources
+from jobs.models import Job
+from jobs.states import JobState
+
+
+@dataclass
+class Bar:
+    label: str
+    used: int
+    guaranteed: int | None
+    total: int
+
+    def percent(self, value: int | None) -> int:
+        top = max(self.total, self.guaranteed or 0, self.used, 1)
+        return min(100, round(100 * (value or 0) / top))
+
+    @property
+    def used_pct(self) -> int:
+        return self.percent(self.used)
+
+    @property
+    def guaranteed_pct(self) -> int:
+        return self.percent(self.guaranteed)
+
+
+@dataclass
+class VCView:
+    vc: VirtualCluster
+    quota: Limit
+    used: Resources = field(default_factory=Resources)
+    borrowed: Resources = field(default_factory=Resources)
+    running: int = 0
+    waiting: int = 0
+
+    def bars(self, capacity: Limit) -> list[Bar]:
+        gpus = self.quota.gpus or {}
+        types = sorted(set(gpus) | set(capacity.gpus or {}) | set(self.used.gpus))
+        rows = [
+            Bar("CPU", self.used.cpu, self.quota.cpu, capacity.cpu or 0),
+            Bar("memory (MB)", self.used.memory_mb, self.quota.memory_mb, capacity.memory_mb or 0),
+        ]
+        for kind in types:
+            guaranteed = None if self.quota.gpus is None else gpus.get(kind, 0)
+            total = (capacity.gpus or {}).get(kind, 0)
+            rows.append(
+                Bar(f"GPU ({kind or 'any type'})", self.used.gpus.get(kind, 0), guaranteed, total)
+            )
+        return rows
+
+
+def overview(names: list[str] | None = None) -> tuple[list[VCView], Limit]:
+    """Every virtual cluster (or those named) with its use; three queries in all."""
+    vcs = VirtualCluster.objects.all()
+    if names is not None:
+        vcs = vcs.filter(name__in=names)
+    views = {vc.id: VCView(vc, quota_of(vc)) for vc in vcs}
+    live = Job.objects.filter(
+        virtual_cluster_id__in=list(views),
+        state__in=[JobState.WAITING, JobState.RUNNING, JobState.STOPPING],
+    ).values("virtual_cluster_id", "state", "resources", "borrowing")
+    for row in live:
+        view = views[row["virtual_cluster_id"]]
+        if row["state"] == JobState.WAITING:
+            view.waiting += 1
+            continue
+        view.running += 1
+        need = resources_of(row["resources"])
+        if row["borrowing"]:
+            view.borrowed = view.borrowed + need
+        else:
+            view.used = view.used + need
+    return list(views.values()), cluster_capacity()
+
+
+def guaranteed_sum(quotas: dict[str, Limit]) -> Resources:
+    total = Resources()
+    for q in quotas.values():
+        total = total + Resources(q.cpu or 0, q.memory_mb or 0, dict(q.gpus or {}))
+    return total
+
+
+def over_capacity(name: str, quota: Limit, capacity: Limit | None = None) -> list[str]:
+    """Why giving ``name`` the guarantee ``quota`` would take more than the cluster has.
+
+    Each line says by how much the sum of guaranteed quotas would exceed capacity.
+    """
+    cap = capacity or cluster_capacity()
+    if cap.unlimited:
+        return []
+    quotas = {vc.name: quota_of(vc) for vc in VirtualCluster.objects.exclude(name=name)}
+    quotas[name] = quota
+    total = guaranteed_sum(quotas)
+    problems = []
+    pairs: list[tuple[str, int, int]] = [
+        ("cpu", total.cpu, cap.cpu or 0),
+        ("memoryMB", total.memory_mb, cap.memory_mb or 0),
+    ]
+    pairs += [(f"gpus.{k}", n, (cap.gpus or {}).get(k, 0)) for k, n in sorted(total.gpus.items())]
+    for what, want, have in pairs:
+        if want > have:
+            problems.append(
+                f"{what}: guaranteed quotas would sum to {want}, {want - have} more than "
+                f"the cluster's {have}"
+            )
+    return problems
+
+
+def by_type(gpus: dict[str, int] | None) -> dict[str, Any]:
+    return dict(sorted((gpus or {}).items()))

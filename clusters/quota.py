@@ -1,0 +1,286 @@
+"""Admission decided as pure functions: quotas, queues, reasons, positions and preemption.
+
+No Django here: ``clusters.admission`` loads plain data, calls :func:`plan`, and applies it.
+
+Rules:
+* Each virtual cluster (VC) guarantees a quota (cpu, memoryMB, GPUs per type); a limit of
+  ``None`` is "not limited by this VC". Jobs that fit their VC's quota are *guaranteed*.
+* Per VC, waiting jobs go by priority (high first), then submission time. Best-effort FIFO
+  (default): a job that does not fit does not block smaller ones behind it; strict FIFO: it does.
+* An *opportunistic* job that does not fit its VC's quota may run on idle capacity (the
+  cluster's capacity minus everything running); it is then *borrowing*. When a guaranteed job
+  needs room that borrowers hold, borrowers are preempted (lowest priority, newest first).
+  Guaranteed jobs are never preempted.
+* GPUs without a type ("") may use any type: they count against the total over all types.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+ANY_GPU = ""
+PRIORITY_CLASSES = {"crit": 1000, "prod": 100, "test": 10, "oppo": -1}
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpu: int = 0
+    memory_mb: int = 0
+    gpus: dict[str, int] = field(default_factory=dict)  # GPU type ("" = any) -> count
+
+    def __add__(self, other: Resources) -> Resources:
+        gpus = dict(self.gpus)
+        for kind, count in other.gpus.items():
+            gpus[kind] = gpus.get(kind, 0) + count
+        return Resources(self.cpu + other.cpu, self.memory_mb + other.memory_mb, gpus)
+
+    def __sub__(self, other: Resources) -> Resources:
+        return self + Resources(
+            -other.cpu, -other.memory_mb, {k: -v for k, v in other.gpus.items()}
+        )
+
+    @property
+    def gpu_total(self) -> int:
+        return sum(self.gpus.values())
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A quota or a capacity; ``None`` for a resource that is not limited."""
+
+    cpu: int | None = None
+    memory_mb: int | None = None
+    gpus: dict[str, int] | None = None
+
+    @classmethod
+    def of(cls, r: Resources) -> Limit:
+        return cls(r.cpu, r.memory_mb, dict(r.gpus))
+
+    @property
+    def unlimited(self) -> bool:
+        return self.cpu is None and self.memory_mb is None and self.gpus is None
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    what: str  # "CPU", "MB memory", "GPU (V100)", "GPU"
+    need: int
+    free: int
+
+    def __str__(self) -> str:
+        return f"{self.need} {self.what}"
+
+
+def gpu_label(kind: str) -> str:
+    return f"GPU ({kind})" if kind else "GPU"
+
+
+def shortfall(need: Resources, limit: Limit, used: Resources) -> Shortfall | None:
+    """The first resource that ``need`` lacks within ``limit`` given ``used``; None if it fits."""
+    checks: list[tuple[str, int, int | None, int]] = [
+        ("CPU", need.cpu, limit.cpu, used.cpu),
+        ("MB memory", need.memory_mb, limit.memory_mb, used.memory_mb),
+    ]
+    if limit.gpus is not None:
+        for kind in sorted(k for k in need.gpus if k != ANY_GPU):
+            checks.append(
+                (gpu_label(kind), need.gpus[kind], limit.gpus.get(kind, 0), used.gpus.get(kind, 0))
+            )
+        checks.append(("GPU", need.gpu_total, sum(limit.gpus.values()), used.gpu_total))
+    for what, wanted, cap, taken in checks:
+        if wanted and cap is not None and wanted > cap - taken:
+            return Shortfall(what, wanted, max(cap - taken, 0))
+    return None
+
+
+def exceeds(used: Resources, limit: Limit) -> bool:
+    """True when ``used`` is more than ``limit`` allows in any resource."""
+    zero = Resources()
+    return shortfall(zero, limit, zero) is None and shortfall(used, limit, zero) is not None
+
+
+def never_fits(need: Resources, limit: Limit) -> Shortfall | None:
+    """Why ``need`` exceeds ``limit`` even when nothing else runs (``free`` = the limit)."""
+    return shortfall(need, limit, Resources())
+
+
+# -- reading a job ------------------------------------------------------------------------
+
+
+def gpu_type_of(protocol: dict[str, Any], role: str) -> str:
+    """The GPU type a role asks for ("" = any): HiveD's per-role ``gpuType``, else v1's."""
+    extras = protocol.get("extras") or {}
+    hived_roles = (extras.get("hivedscheduler") or {}).get("taskRoles") or {}
+    v1_type = (extras.get("v1") or {}).get("gpuType")
+    return str((hived_roles.get(role) or {}).get("gpuType") or v1_type or "")
+
+
+def demand_of(protocol: dict[str, Any]) -> Resources:
+    """What a canonical job asks for in total: every instance of every role."""
+    total = Resources()
+    for role, spec in protocol["taskRoles"].items():
+        per = spec["resourcePerInstance"]
+        n = int(spec["instances"])
+        kind = gpu_type_of(protocol, role)
+        gpus = {kind: n * int(per["gpu"])} if per["gpu"] else {}
+        total = total + Resources(n * int(per["cpu"]), n * int(per["memoryMB"]), gpus)
+    return total
+
+
+def options_of(protocol: dict[str, Any]) -> tuple[int, bool]:
+    """``(priority, opportunistic)`` from ``extras``.
+
+    ``extras.priority`` (an integer) and ``extras.opportunistic`` (a boolean) win; HiveD's
+    ``extras.hivedscheduler.jobPriorityClass`` is understood too (``oppo`` is opportunistic).
+    """
+    extras = protocol.get("extras") or {}
+    klass = str((extras.get("hivedscheduler") or {}).get("jobPriorityClass") or "")
+    priority = PRIORITY_CLASSES.get(klass, 0)
+    if isinstance(extras.get("priority"), int) and not isinstance(extras["priority"], bool):
+        priority = extras["priority"]
+    opportunistic = extras.get("opportunistic") is True or klass == "oppo"
+    return priority, opportunistic
+
+
+# -- the plan -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    quota: Limit
+    strict_fifo: bool = False
+
+
+@dataclass(frozen=True)
+class Waiting:
+    id: int
+    vc: str
+    demand: Resources
+    created_at: datetime
+    priority: int = 0
+    opportunistic: bool = False
+    preempted: bool = False  # ran before and was sent back to the queue
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Running:
+    id: int
+    vc: str
+    demand: Resources
+    created_at: datetime
+    priority: int = 0
+    borrowing: bool = False
+
+
+@dataclass
+class Plan:
+    admit: list[int] = field(default_factory=list)
+    borrow: set[int] = field(default_factory=set)  # admitted on idle capacity, preemptible
+    preempt: dict[int, str] = field(default_factory=dict)  # running job id -> reason
+    waiting: dict[int, tuple[str, int]] = field(default_factory=dict)  # id -> (reason, position)
+
+
+def queue_order(job: Waiting) -> tuple[int, datetime, int]:
+    return (-job.priority, job.created_at, job.id)
+
+
+def plan(
+    queues: Iterable[Queue],
+    capacity: Limit,
+    running: Iterable[Running],
+    waiting: Iterable[Waiting],
+    max_admit: int | None = None,
+) -> Plan:
+    """Decide one admission pass; see the module's rules."""
+    by_name = {q.name: q for q in queues}
+    result = Plan()
+    used: dict[str, Resources] = defaultdict(Resources)
+    total = Resources()
+    borrowers: list[Running] = []
+    for job in running:
+        total = total + job.demand
+        if job.borrowing:
+            borrowers.append(job)
+        else:
+            used[job.vc] = used[job.vc] + job.demand
+    borrowers.sort(key=lambda j: (j.priority, -j.created_at.timestamp(), -j.id))
+    queued: dict[str, list[Waiting]] = defaultdict(list)
+    for w in waiting:
+        queued[w.vc].append(w)
+    notes: dict[int, str] = {}
+    later: list[tuple[Waiting, Queue]] = []  # opportunistic, to borrow after the guaranteed
+    queue_of = {name: by_name.get(name) or Queue(name, Limit()) for name in queued}
+    for name in sorted(queued):
+        queue = queue_of[name]
+        blocked: Waiting | None = None
+        for job in sorted(queued[name], key=queue_order):
+            if blocked is not None:
+                notes[job.id] = f"behind {blocked.label or f'job {blocked.id}'} (strict FIFO)"
+                continue
+            short = shortfall(job.demand, queue.quota, used[name])
+            if short is None and max_admit is not None and len(result.admit) >= max_admit:
+                notes[job.id] = "fits; starts in the next pass"
+                continue
+            if short is None:
+                result.admit.append(job.id)
+                used[name] = used[name] + job.demand
+                total = total + job.demand
+                total = reclaim(job, capacity, total, borrowers, result)
+                continue
+            if job.opportunistic:
+                later.append((job, queue))
+            if queue.strict_fifo:
+                blocked = job
+    for job, queue in later:
+        within_cap = max_admit is None or len(result.admit) < max_admit
+        if within_cap and not queue.strict_fifo and shortfall(job.demand, capacity, total) is None:
+            result.admit.append(job.id)
+            result.borrow.add(job.id)
+            total = total + job.demand
+    admitted = set(result.admit)
+    for jobs in queued.values():
+        position = 0
+        for job in sorted(jobs, key=queue_order):
+            if job.id in admitted:
+                continue
+            position += 1
+            ahead = {1: "no job ahead", 2: "1 job ahead"}.get(
+                position, f"{position - 1} jobs ahead"
+            )
+            note = notes.get(job.id) or lack(job, queue_of[job.vc], used[job.vc], capacity, total)
+            text = f"{note}, {ahead}"
+            if job.preempted:
+                text = f"preempted earlier; {text}"
+            result.waiting[job.id] = (text, position)
+    return result
+
+
+def lack(job: Waiting, queue: Queue, used: Resources, capacity: Limit, total: Resources) -> str:
+    """Why ``job`` waits, once the pass is decided: what it lacks, and how much is free."""
+    short = shortfall(job.demand, queue.quota, used)
+    if short is None:
+        return "waiting"
+    text = f"waiting for {short} in '{queue.name}': {short.free} free"
+    if job.opportunistic:
+        room = shortfall(job.demand, capacity, total)
+        text += f", {room.free} idle elsewhere" if room else ", idle capacity next pass"
+    return text
+
+
+def reclaim(
+    job: Waiting, capacity: Limit, total: Resources, borrowers: list[Running], result: Plan
+) -> Resources:
+    """Preempt borrowers (lowest priority, newest first) until the cluster holds ``total``."""
+    while borrowers and exceeds(total, capacity):
+        victim = borrowers.pop(0)
+        total = total - victim.demand
+        result.preempt[victim.id] = (
+            f"preempted: '{job.vc}' needed its quota back; waiting to run again"
+        )
+    return total

@@ -1,0 +1,43 @@
+"""Virtual clusters as users see them: use against guarantees, queues in order, members."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from clusters.models import VirtualCluster
+from clusters.overview import overview
+from jobs.models import Job
+from jobs.states import JobState
+
+
+@login_required
+def vc_list(request: HttpRequest) -> HttpResponse:
+    views, capacity = overview()
+    usable = set(VirtualCluster.objects.usable_by(request.user).values_list("id", flat=True))
+    rows = [(v, v.bars(capacity), v.vc.id in usable) for v in views]
+    return render(request, "clusters/list.html", {"rows": rows, "capacity": capacity})
+
+
+@login_required
+def vc_detail(request: HttpRequest, name: str) -> HttpResponse:
+    views, capacity = overview([name])
+    if not views:
+        raise Http404(f"no virtual cluster {name}")
+    view = views[0]
+    jobs = Job.objects.filter(virtual_cluster=view.vc).select_related("owner")
+    jobs = jobs.defer("protocol", "submitted_text")
+    queue = jobs.filter(state=JobState.WAITING).order_by(
+        "queue_position", "-priority", "created_at", "id"
+    )
+    running = jobs.filter(state__in=[JobState.RUNNING, JobState.STOPPING]).order_by("started_at")
+    context = {
+        "view": view,
+        "bars": view.bars(capacity),
+        "queue": queue[:200],
+        "running": running[:200],
+        "members": view.vc.members.order_by("username"),
+        "groups": view.vc.groups.order_by("name"),
+    }
+    return render(request, "clusters/detail.html", context)

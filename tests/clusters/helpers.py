@@ -1,0 +1,39 @@
+"""Small job files and virtual clusters for the quota tests."""
+
+from __future__ import annotations
+
+import json
+
+from clusters.models import Node, VirtualCluster
+
+
+def job_text(
+    name: str, cpu: int = 1, gpu: int = 0, command: str = "sleep 30", **extras: object
+) -> str:
+    return json.dumps(
+        {
+            "protocolVersion": 2,
+            "name": name,
+            "type": "job",
+            "prerequisites": [{"name": "image", "type": "dockerimage", "uri": "python:3.11"}],
+            "taskRoles": {
+                "main": {
+                    "instances": 1,
+                    "dockerImage": "image",
+                    "resourcePerInstance": {"cpu": cpu, "memoryMB": 64, "gpu": gpu},
+                    "commands": [command],
+                }
+            },
+            "extras": extras,
+        }
+    )
+
+
+def cluster(cpu: int = 8, memory_mb: int = 64_000, gpus: dict[str, int] | None = None) -> Node:
+    return Node.objects.create(name="node-1", cpu=cpu, memory_mb=memory_mb, gpus=gpus or {})
+
+
+def vc(name: str, *members: object, **quota: object) -> VirtualCluster:
+    made = VirtualCluster.objects.create(name=name, **quota)
+    made.members.set(members)
+    return made

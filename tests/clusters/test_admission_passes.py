@@ -1,0 +1,92 @@
+"""Admission through real submit calls and reconcile passes on the local backend."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from clusters.admission import admit
+from jobs import lifecycle
+from jobs.models import Job, JobAttempt
+from jobs.reconcile import PassReport, run_pass
+from jobs.states import JobState
+from tests.clusters.helpers import cluster, job_text, vc
+from tests.jobs.helpers import reconcile_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def fresh(job: Job) -> Job:
+    job.refresh_from_db()
+    return job
+
+
+def test_jobs_beyond_the_quota_wait_with_a_reason_and_a_position(alice, backend):
+    cluster(cpu=8)
+    vc("research", alice, cpu=2)
+    jobs = [
+        lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research") for i in range(4)
+    ]
+    run_pass(backend)
+    states = [fresh(j).state for j in jobs]
+    assert states == [JobState.RUNNING, JobState.RUNNING, JobState.WAITING, JobState.WAITING]
+    assert jobs[2].reason == "waiting for 1 CPU in 'research': 0 free, no job ahead"
+    assert (jobs[3].queue_position, jobs[3].reason.endswith("1 job ahead")) == (2, True)
+
+
+def test_a_finished_job_frees_its_quota_for_the_next(alice, backend):
+    cluster(cpu=8)
+    vc("research", alice, cpu=1)
+    first = lifecycle.submit(alice, job_text("first", command="true"), virtual_cluster="research")
+    second = lifecycle.submit(alice, job_text("second", command="true"), virtual_cluster="research")
+    run_pass(backend)
+    assert fresh(second).state == JobState.WAITING
+    reconcile_until(backend, lambda: fresh(second).state != JobState.WAITING)
+    assert fresh(first).state == JobState.SUCCEEDED
+
+
+def test_a_borrowing_job_is_preempted_and_requeued_when_the_owner_needs_its_quota(
+    alice, bob, backend
+):
+    cluster(cpu=2)
+    vc("a", alice, cpu=1)
+    vc("b", bob, cpu=1)
+    borrower = lifecycle.submit(
+        alice, job_text("big", cpu=2, opportunistic=True), virtual_cluster="a"
+    )
+    run_pass(backend)
+    assert fresh(borrower).state == JobState.RUNNING and borrower.borrowing
+
+    owner = lifecycle.submit(bob, job_text("mine", command="sleep 1"), virtual_cluster="b")
+    run_pass(backend)
+
+    assert fresh(owner).state == JobState.RUNNING
+    assert fresh(borrower).state == JobState.WAITING
+    assert borrower.reason.startswith("preempted")
+    first = JobAttempt.objects.get(job=borrower, number=0)
+    assert first.state == JobState.STOPPED and first.reason.startswith("preempted: 'b' needed")
+    assert borrower.events.filter(kind="preempted").exists()
+    reconcile_until(backend, lambda: fresh(borrower).state == JobState.RUNNING, timeout=40)
+    assert JobAttempt.objects.filter(job=borrower).count() == 2
+    lifecycle.stop(borrower, alice)
+
+
+def test_a_pass_uses_the_same_number_of_queries_for_many_waiting_jobs(alice, backend):
+    cluster(cpu=8)
+    vc("research", alice, cpu=1)
+    lifecycle.submit(alice, job_text("runs"), virtual_cluster="research")
+    run_pass(backend)
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            admit(backend, PassReport())
+        return len(queries)
+
+    lifecycle.submit(alice, job_text("j0"), virtual_cluster="research")
+    few = count()
+    for i in range(1, 30):
+        lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research")
+    assert count() == few
+    assert Job.objects.get(name="j29").queue_position == 30
+    lifecycle.stop(Job.objects.get(name="runs"), alice)

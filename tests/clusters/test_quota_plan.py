@@ -1,0 +1,264 @@
+"""The pure admission logic: quotas, order, FIFO modes, reasons, positions, preemption."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clusters.quota import (
+    Limit,
+    Queue,
+    Resources,
+    Running,
+    Waiting,
+    demand_of,
+    exceeds,
+    never_fits,
+    options_of,
+    plan,
+)
+
+T0 = datetime(2024, 1, 1)
+BIG = Limit(1000, 10**6, {"V100": 100, "A100": 100})
+
+
+def at(minutes: int) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def job(i: int, vc: str = "research", cpu: int = 1, mem: int = 0, gpus=None, **kw) -> Waiting:
+    return Waiting(i, vc, Resources(cpu, mem, gpus or {}), kw.pop("at", at(i)), **kw)
+
+
+def test_jobs_are_admitted_while_cpu_quota_allows():
+    result = plan([Queue("research", Limit(cpu=3))], BIG, [], [job(i, cpu=1) for i in range(5)])
+    assert result.admit == [0, 1, 2]
+    assert result.waiting[3] == ("waiting for 1 CPU in 'research': 0 free, no job ahead", 1)
+    assert result.waiting[4][1] == 2
+
+
+def test_memory_quota_is_enforced():
+    result = plan(
+        [Queue("r", Limit(memory_mb=1000))], BIG, [], [job(1, "r", 0, 600), job(2, "r", 0, 600)]
+    )
+    assert result.admit == [1]
+    assert result.waiting[2][0].startswith("waiting for 600 MB memory in 'r': 400 free")
+
+
+def test_gpu_quota_is_enforced_per_type():
+    quota = Limit(gpus={"V100": 4, "A100": 2})
+    jobs = [job(1, gpus={"V100": 3}), job(2, gpus={"A100": 2}), job(3, gpus={"V100": 2})]
+    result = plan([Queue("research", quota)], BIG, [], jobs)
+    assert result.admit == [1, 2]
+    assert result.waiting[3] == (
+        "waiting for 2 GPU (V100) in 'research': 1 free, no job ahead",
+        1,
+    )
+
+
+def test_gpus_of_no_type_use_any_type_but_not_more_than_all_types_together():
+    quota = Limit(gpus={"V100": 2, "A100": 2})
+    result = plan([Queue("research", quota)], BIG, [], [job(1, gpus={"": 3}), job(2, gpus={"": 2})])
+    assert result.admit == [1]
+    assert result.waiting[2][0].startswith("waiting for 2 GPU in 'research': 1 free")
+
+
+def test_a_gpu_type_missing_from_the_quota_has_none():
+    result = plan([Queue("research", Limit(gpus={"V100": 8}))], BIG, [], [job(1, gpus={"K80": 1})])
+    assert result.admit == []
+    assert "1 GPU (K80) in 'research': 0 free" in result.waiting[1][0]
+
+
+def test_running_jobs_count_against_the_quota():
+    running = [Running(9, "research", Resources(2, 0, {"V100": 3}), at(0))]
+    result = plan(
+        [Queue("research", Limit(gpus={"V100": 4}))], BIG, running, [job(1, gpus={"V100": 2})]
+    )
+    assert result.admit == []
+    assert result.waiting[1][0] == "waiting for 2 GPU (V100) in 'research': 1 free, no job ahead"
+
+
+def test_quotas_are_per_virtual_cluster():
+    queues = [Queue("a", Limit(cpu=1)), Queue("b", Limit(cpu=2))]
+    jobs = [job(1, "a"), job(2, "a"), job(3, "b"), job(4, "b"), job(5, "b")]
+    result = plan(queues, BIG, [], jobs)
+    assert sorted(result.admit) == [1, 3, 4]
+    assert result.waiting[2][1] == 1 and result.waiting[5][1] == 1
+
+
+def test_many_jobs_never_exceed_any_resource_of_the_quota():
+    quota = Limit(cpu=40, memory_mb=64_000, gpus={"V100": 16, "A100": 8})
+    kinds = ["V100", "A100", ""]
+    jobs = [
+        job(i, cpu=1 + i % 5, mem=1000 * (i % 7), gpus={kinds[i % 3]: i % 4}) for i in range(300)
+    ]
+    result = plan([Queue("research", quota)], BIG, [], jobs)
+    used = Resources()
+    for j in jobs:
+        if j.id in result.admit:
+            used = used + j.demand
+    assert not exceeds(used, quota)
+    assert len(result.admit) + len(result.waiting) == 300
+
+
+def test_higher_priority_goes_first_then_submission_time():
+    jobs = [job(1), job(2, priority=10), job(3, priority=10, at=at(-5)), job(4)]
+    result = plan([Queue("research", Limit(cpu=2))], BIG, [], jobs)
+    assert result.admit == [3, 2]
+    assert result.waiting[1][1] == 1 and result.waiting[4][1] == 2
+    assert result.waiting[4][0].endswith("1 job ahead")
+
+
+def test_best_effort_fifo_lets_smaller_jobs_pass_a_big_one():
+    jobs = [job(1, cpu=1), job(2, cpu=8), job(3, cpu=1)]
+    result = plan([Queue("research", Limit(cpu=3))], BIG, [], jobs)
+    assert result.admit == [1, 3]
+    assert result.waiting[2] == ("waiting for 8 CPU in 'research': 1 free, no job ahead", 1)
+
+
+def test_strict_fifo_holds_everything_behind_a_job_that_does_not_fit():
+    jobs = [job(1, cpu=1), job(2, cpu=8), job(3, cpu=1), job(4, cpu=1)]
+    result = plan([Queue("research", Limit(cpu=3), strict_fifo=True)], BIG, [], jobs)
+    assert result.admit == [1]
+    assert result.waiting[3][0] == "behind job 2 (strict FIFO), 1 job ahead"
+    assert result.waiting[4] == ("behind job 2 (strict FIFO), 2 jobs ahead", 3)
+
+
+def test_the_reason_names_the_blocking_job_by_its_label():
+    jobs = [job(1, cpu=8, label="alice~big"), job(2)]
+    result = plan([Queue("research", Limit(cpu=3), strict_fifo=True)], BIG, [], jobs)
+    assert result.waiting[2][0].startswith("behind alice~big (strict FIFO)")
+
+
+def test_an_unlimited_virtual_cluster_admits_everything_up_to_the_pass_limit():
+    result = plan(
+        [Queue("default", Limit())],
+        BIG,
+        [],
+        [job(i, "default", 500) for i in range(5)],
+        max_admit=3,
+    )
+    assert result.admit == [0, 1, 2]
+    assert result.waiting[3] == ("fits; starts in the next pass, no job ahead", 1)
+
+
+def test_an_opportunistic_job_borrows_idle_capacity_beyond_its_quota():
+    queues = [Queue("a", Limit(gpus={"V100": 1})), Queue("b", Limit(gpus={"V100": 3}))]
+    cap = Limit(100, 10**6, {"V100": 4})
+    result = plan(queues, cap, [], [job(1, "a", gpus={"V100": 3}, opportunistic=True)])
+    assert result.admit == [1] and result.borrow == {1}
+
+
+def test_an_opportunistic_job_that_fits_its_own_quota_is_guaranteed():
+    result = plan([Queue("a", Limit(cpu=2))], BIG, [], [job(1, "a", opportunistic=True)])
+    assert result.admit == [1] and result.borrow == set()
+
+
+def test_borrowing_is_limited_by_the_idle_capacity():
+    cap = Limit(4, 10**6, {})
+    running = [Running(7, "b", Resources(3), at(0))]
+    result = plan(
+        [Queue("a", Limit(cpu=1)), Queue("b", Limit(cpu=3))],
+        cap,
+        running,
+        [job(1, "a", cpu=2, opportunistic=True)],
+    )
+    assert result.admit == []
+    assert (
+        result.waiting[1][0] == "waiting for 2 CPU in 'a': 1 free, 1 idle elsewhere, no job ahead"
+    )
+
+
+def test_a_guaranteed_job_preempts_borrowers_newest_and_lowest_priority_first():
+    cap = Limit(4, 10**6, {})
+    running = [
+        Running(7, "a", Resources(1), at(1), borrowing=True),
+        Running(8, "a", Resources(1), at(2), borrowing=True),
+        Running(9, "a", Resources(1), at(3), priority=5, borrowing=True),
+        Running(6, "a", Resources(1), at(0)),
+    ]
+    queues = [Queue("a", Limit(cpu=1)), Queue("b", Limit(cpu=3))]
+    result = plan(queues, cap, running, [job(1, "b", cpu=2)])
+    assert result.admit == [1]
+    assert list(result.preempt) == [8, 7]
+    assert result.preempt[8] == "preempted: 'b' needed its quota back; waiting to run again"
+
+
+def test_guaranteed_jobs_are_never_preempted():
+    cap = Limit(2, 10**6, {})
+    running = [Running(6, "a", Resources(2), at(0))]
+    queues = [Queue("a", Limit(cpu=2)), Queue("b", Limit(cpu=2))]
+    result = plan(
+        queues, cap, running, [job(1, "b", cpu=2), job(2, "b", cpu=1, opportunistic=True)]
+    )
+    assert result.preempt == {}
+
+
+def test_no_preemption_when_the_cluster_has_room():
+    cap = Limit(10, 10**6, {})
+    running = [Running(7, "a", Resources(3), at(1), borrowing=True)]
+    result = plan(
+        [Queue("a", Limit(cpu=1)), Queue("b", Limit(cpu=3))], cap, running, [job(1, "b", cpu=3)]
+    )
+    assert result.admit == [1] and result.preempt == {}
+
+
+def test_a_preempted_job_says_so_while_it_waits_again():
+    result = plan([Queue("a", Limit(cpu=0))], BIG, [], [job(1, "a", preempted=True)])
+    assert result.waiting[1][0].startswith("preempted earlier; waiting for 1 CPU in 'a'")
+
+
+def test_never_fits_says_by_how_much():
+    short = never_fits(Resources(2, 0, {"V100": 6}), Limit(8, None, {"V100": 4}))
+    assert short is not None and (short.what, short.need, short.free) == ("GPU (V100)", 6, 4)
+    assert never_fits(Resources(2), Limit()) is None
+
+
+def v2(roles: dict, extras: dict | None = None) -> dict:
+    return {"taskRoles": roles, "extras": extras or {}}
+
+
+def role(n: int, cpu: int, mem: int, gpu: int) -> dict:
+    return {"instances": n, "resourcePerInstance": {"cpu": cpu, "memoryMB": mem, "gpu": gpu}}
+
+
+def test_demand_sums_every_instance_and_reads_the_gpu_types():
+    protocol = v2(
+        {"ps": role(1, 2, 100, 0), "worker": role(3, 1, 50, 2)},
+        {"hivedscheduler": {"taskRoles": {"worker": {"gpuType": "V100"}}}},
+    )
+    assert demand_of(protocol) == Resources(5, 250, {"V100": 6})
+
+
+def test_a_v1_job_gives_one_gpu_type_for_every_role():
+    protocol = v2({"a": role(2, 1, 10, 1), "b": role(1, 1, 10, 2)}, {"v1": {"gpuType": "K80"}})
+    assert demand_of(protocol).gpus == {"K80": 4}
+
+
+def test_priority_and_opportunism_come_from_extras():
+    assert options_of({}) == (0, False)
+    assert options_of({"extras": {"priority": 7, "opportunistic": True}}) == (7, True)
+    assert options_of({"extras": {"hivedscheduler": {"jobPriorityClass": "oppo"}}}) == (-1, True)
+    assert options_of({"extras": {"hivedscheduler": {"jobPriorityClass": "prod"}}}) == (100, False)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3), st.booleans()), max_size=40),
+    st.integers(0, 10),
+    st.booleans(),
+)
+def test_every_waiting_job_is_admitted_or_has_a_reason_and_a_distinct_position(specs, cpus, strict):
+    jobs = [job(i, cpu=c, gpus={"V100": g}, opportunistic=o) for i, (c, g, o) in enumerate(specs)]
+    quota = Limit(cpus, None, {"V100": 3})
+    result = plan([Queue("research", quota, strict)], Limit(12, 10**6, {"V100": 5}), [], jobs)
+    assert set(result.admit) | set(result.waiting) == {j.id for j in jobs}
+    assert not set(result.admit) & set(result.waiting)
+    positions = sorted(p for _, p in result.waiting.values())
+    assert positions == list(range(1, len(positions) + 1))
+    guaranteed = Resources()
+    for j in jobs:
+        if j.id in result.admit and j.id not in result.borrow:
+            guaranteed = guaranteed + j.demand
+    assert not exceeds(guaranteed, quota)

@@ -1,0 +1,107 @@
+"""GET /api/v2/virtual-clusters in OpenPAI's shape; PUT and DELETE for admins only."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from jobs import lifecycle
+from tests.clusters.helpers import cluster, job_text, vc
+
+pytestmark = pytest.mark.django_db
+
+
+def client_for(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_the_list_has_used_guaranteed_and_total_resources(alice):
+    cluster(cpu=8, gpus={"V100": 4})
+    vc("research", alice, cpu=4, memory_mb=8000, gpus={"V100": 2})
+    body = client_for(alice).get("/api/v2/virtual-clusters").json()
+    assert set(body) == {"default", "research"}
+    research = body["research"]
+    assert research["resourcesGuaranteed"] == {
+        "vCores": 4,
+        "memory": 8000,
+        "GPUs": 2,
+        "gpuTypes": {"V100": 2},
+    }
+    assert research["resourcesTotal"]["vCores"] == 8 and research["resourcesTotal"]["gpuTypes"] == {
+        "V100": 4
+    }
+    assert research["resourcesUsed"] == {"vCores": 0, "memory": 0, "GPUs": 0, "gpuTypes": {}}
+
+
+def test_one_virtual_cluster_counts_its_waiting_jobs(alice):
+    vc("research", alice, cpu=4)
+    lifecycle.submit(alice, job_text("j"), virtual_cluster="research")
+    body = client_for(alice).get("/api/v2/virtual-clusters/research").json()
+    assert body["numPendingJobs"] == 1 and body["numJobs"] == 1
+
+
+def test_an_unknown_virtual_cluster_is_404_with_code_and_message(alice):
+    response = client_for(alice).get("/api/v2/virtual-clusters/nope")
+    assert response.status_code == 404
+    assert response.json()["code"] == "NoVirtualClusterError"
+
+
+def test_anonymous_callers_are_refused():
+    assert APIClient().get("/api/v2/virtual-clusters").status_code in (401, 403)
+
+
+def test_only_an_admin_may_put_or_delete(bob):
+    vc("research", cpu=1)
+    client = client_for(bob)
+    put = client.put("/api/v2/virtual-clusters/research", {"description": "x"}, format="json")
+    assert put.status_code == 403 and put.json()["code"] == "ForbiddenUserError"
+    assert client.delete("/api/v2/virtual-clusters/research").status_code == 403
+
+
+def test_an_admin_creates_and_edits_a_virtual_cluster(admin):
+    cluster(cpu=8, gpus={"V100": 4})
+    client = client_for(admin)
+    body = {
+        "description": "team",
+        "resourcesGuaranteed": {"vCores": 2, "memory": 1000, "gpuTypes": {"V100": 2}},
+    }
+    created = client.put("/api/v2/virtual-clusters/research", body, format="json")
+    assert created.status_code == 201
+    assert created.json()["resourcesGuaranteed"]["GPUs"] == 2
+    changed = client.put("/api/v2/virtual-clusters/research", {"strictFifo": True}, format="json")
+    assert changed.status_code == 200 and changed.json()["strictFifo"] is True
+
+
+def test_guarantees_beyond_capacity_are_refused_saying_by_how_much(admin):
+    cluster(cpu=8, gpus={"V100": 4})
+    vc("other", cpu=6, gpus={"V100": 3})
+    body = {"resourcesGuaranteed": {"vCores": 4, "gpuTypes": {"V100": 2}}}
+    response = client_for(admin).put("/api/v2/virtual-clusters/research", body, format="json")
+    assert response.status_code == 400
+    message = response.json()["message"]
+    assert "cpu: guaranteed quotas would sum to 10, 2 more than the cluster's 8" in message
+    assert "gpus.V100: guaranteed quotas would sum to 5, 1 more than the cluster's 4" in message
+
+
+def test_bad_quota_values_are_400(admin):
+    body = {"resourcesGuaranteed": {"vCores": -1}}
+    response = client_for(admin).put("/api/v2/virtual-clusters/research", body, format="json")
+    assert response.status_code == 400 and "vCores" in response.json()["message"]
+
+
+def test_a_virtual_cluster_with_live_jobs_cannot_be_deleted(admin, alice):
+    vc("research", alice, cpu=4)
+    job = lifecycle.submit(alice, job_text("j"), virtual_cluster="research")
+    client = client_for(admin)
+    response = client.delete("/api/v2/virtual-clusters/research")
+    assert response.status_code == 409 and "1 live jobs" in response.json()["message"]
+    lifecycle.stop(job, admin)
+    assert client.delete("/api/v2/virtual-clusters/research").status_code == 200
+    job.refresh_from_db()
+    assert job.virtual_cluster.name == "default"
+
+
+def test_default_cannot_be_deleted(admin):
+    assert client_for(admin).delete("/api/v2/virtual-clusters/default").status_code == 409
