@@ -68,14 +68,14 @@ def reconcile(backend: Backend) -> PassReport:
 
 def run_pass(backend: Backend) -> PassReport:
     report = PassReport()
-    admit(backend, report)
-    launch(backend, report)
-    observe(backend, report)
-    settle(backend, report)
-    settle_orphans(backend, report)
-    send_stops(backend)
-    for job_id in report.touched_jobs:
-        news.publish(job_id)
+    with news.gathered() as changed:
+        admit(backend, report)
+        launch(backend, report)
+        observe(backend, report)
+        settle(backend, report)
+        settle_orphans(backend, report)
+        send_stops(backend)
+        changed.update(report.touched_jobs)
     return report
 
 
