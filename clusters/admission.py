@@ -156,33 +156,18 @@ def admit(backend: Backend, report: Report) -> Plan:
         for job_id, reason in decided.preempt.items():
             if preempt(job_id, reason):
                 report.touched_jobs.add(job_id)
-        for job in Job.objects.filter(id__in=decided.admit).select_related("owner"):
-            if start(job, backend, borrowing=job.id in decided.borrow):
-                report.admitted += 1
-                report.touched_jobs.add(job.id)
+        admitted = list(Job.objects.filter(id__in=decided.admit).select_related("owner"))
+        for borrowing in (False, True):
+            started = lifecycle.start_waiting(
+                [job for job in admitted if (job.id in decided.borrow) == borrowing],
+                backend,
+                queue_position=None,
+                borrowing=borrowing,
+            )
+            report.admitted += len(started)
+            report.touched_jobs.update(job.id for job in started)
         write_standing({i: s for i, s in decided.waiting.items() if standing.get(i) != s})
     return decided
-
-
-def start(job: Job, backend: Backend, borrowing: bool) -> bool:
-    """The first attempt of a new job, or the next one of a job that was preempted."""
-    if job.started_at is None:
-        if lifecycle.start_attempt(job, backend, 0) is None:
-            return False
-        Job.objects.filter(id=job.id).update(queue_position=None, borrowing=borrowing)
-        return True
-    last = JobAttempt.objects.filter(job=job).order_by("-number").first()
-    with transaction.atomic():
-        moved = Job.objects.filter(id=job.id, state=JobState.WAITING).update(
-            state=JobState.RUNNING, reason="running", queue_position=None, borrowing=borrowing
-        )
-        if not moved:
-            return False
-        attempt = lifecycle.start_attempt(job, backend, last.number + 1 if last else 0)
-        if attempt is None:
-            transaction.set_rollback(True)
-            return False
-    return True
 
 
 def preempt(job_id: int, reason: str) -> bool:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from clusters.backends.base import Backend, TaskShape
@@ -24,6 +26,7 @@ from jobs.protocol import ProtocolError, load_job
 from jobs.states import LIVE_TASK_STATES, JobState, can_move_job
 
 log = logging.getLogger(__name__)
+AttemptRows = tuple[JobAttempt, list[Task]]
 
 
 @dataclass
@@ -138,40 +141,88 @@ def shapes(protocol: dict[str, Any]) -> list[TaskShape]:
     ]
 
 
-def start_attempt(job: Job, backend: Backend, number: int) -> JobAttempt | None:
-    """Create attempt ``number`` with its tasks placed; the reconcile loop launches them.
-
-    The first attempt moves the job WAITING -> RUNNING; a retry keeps it RUNNING.
-    """
+def new_attempt(job: Job, number: int, backend: Backend, now: datetime) -> AttemptRows:
+    """Attempt ``number`` of ``job`` with its tasks placed by the backend, not yet saved."""
     key = f"job{job.id}-a{number}"
     task_shapes = shapes(job.protocol)
     placements = backend.place(key, task_shapes)
+    attempt = JobAttempt(job=job, number=number, key=key, created_at=now)
+    tasks = [
+        Task(
+            attempt=attempt,
+            role=shape.role,
+            index=shape.index,
+            address=placement.ip,
+            ip=placement.ip,
+            ports=placement.ports,
+            created_at=now,
+        )
+        for shape, placement in zip(task_shapes, placements, strict=True)
+    ]
+    return attempt, tasks
+
+
+def save_attempts(rows: list[AttemptRows]) -> None:
+    """Save new attempts, their tasks and an event each: three queries for any number."""
+    JobAttempt.objects.bulk_create([attempt for attempt, _ in rows])
+    for attempt, tasks in rows:
+        for task in tasks:
+            task.attempt = attempt  # now that the attempt has its id
+    Task.objects.bulk_create([task for _, tasks in rows for task in tasks], batch_size=2000)
+    JobEvent.objects.bulk_create(
+        JobEvent(
+            job_id=attempt.job_id,
+            kind="attempt",
+            message=f"attempt {attempt.number} started with {len(tasks)} tasks",
+            attempt_number=attempt.number,
+        )
+        for attempt, tasks in rows
+    )
+
+
+def start_attempt(job: Job, backend: Backend, number: int) -> JobAttempt | None:
+    """Start attempt ``number`` of a job: a retry keeps it RUNNING (``start_waiting`` starts
+    waiting jobs). The reconcile loop launches the tasks."""
     now = timezone.now()
     with transaction.atomic():
-        if number == 0:
-            moved = Job.objects.filter(id=job.id, state=JobState.WAITING).update(
-                state=JobState.RUNNING, reason="running", started_at=now, updated_at=now
-            )
-            if not moved:
-                return None
-        elif JobAttempt.objects.filter(job=job, number=number).exists():
+        if JobAttempt.objects.filter(job=job, number=number).exists():
             return None
-        attempt = JobAttempt.objects.create(job=job, number=number, key=key, created_at=now)
-        Task.objects.bulk_create(
-            Task(
-                attempt=attempt,
-                role=shape.role,
-                index=shape.index,
-                address=placement.ip,
-                ip=placement.ip,
-                ports=placement.ports,
-                created_at=now,
-            )
-            for shape, placement in zip(task_shapes, placements, strict=True)
-        )
-        record(job.id, "attempt", f"attempt {number} started with {len(task_shapes)} tasks", number)
+        rows = [new_attempt(job, number, backend, now)]
+        save_attempts(rows)
     news.after_commit(job.id)
-    return attempt
+    return rows[0][0]
+
+
+def start_waiting(jobs: list[Job], backend: Backend, **fields: Any) -> list[Job]:
+    """Start the next attempt of each waiting job (its first, or the one after a preemption)
+    in a constant number of queries; ``fields`` are set on the started jobs. Jobs another
+    worker took meanwhile are left out of the result."""
+    if not jobs:
+        return []
+    now = timezone.now()
+    with transaction.atomic():
+        waiting = set(
+            Job.objects.select_for_update(skip_locked=True)
+            .filter(id__in=[job.id for job in jobs], state=JobState.WAITING)
+            .values_list("id", flat=True)
+        )
+        chosen = [job for job in jobs if job.id in waiting]
+        if not chosen:
+            return []
+        last = dict(
+            JobAttempt.objects.filter(job_id__in=waiting)
+            .values("job_id")
+            .annotate(last=Max("number"))
+            .values_list("job_id", "last")
+        )
+        Job.objects.filter(id__in=waiting).update(
+            state=JobState.RUNNING, reason="running", updated_at=now, **fields
+        )
+        Job.objects.filter(id__in=waiting, started_at=None).update(started_at=now)
+        save_attempts([new_attempt(job, last.get(job.id, -1) + 1, backend, now) for job in chosen])
+    for job in chosen:
+        news.after_commit(job.id)
+    return chosen
 
 
 def finish_attempt(attempt: JobAttempt, state: str, reason: str, exit_code: int | None) -> bool:
