@@ -11,10 +11,11 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import redis
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from clusters.backends.base import Backend, Observation, Placement, TaskLaunch, TaskPhase
@@ -161,32 +162,42 @@ def image_of(protocol: dict[str, object], role: str) -> str:
     return ""
 
 
-# What observe() and settle() read of a task: not ports, exit spec or timestamps they keep.
-OBSERVED_FIELDS = (
-    "id",
-    "attempt_id",
-    "role",
-    "index",
-    "state",
-    "backend_ref",
-    "ip",
-    "node",
-    "exit_code",
-    "diagnostics",
-    "retries",
-    "stop_requested",
-    "started_at",
-)
+@dataclass(slots=True)
+class TaskRow:
+    """What observe() and settle() read of a task: plain values, not model instances (a pass
+    reads every live task, and building 10,000 models costs more than the rest of it)."""
+
+    id: int
+    attempt_id: int
+    job_id: int
+    attempt_number: int
+    role: str
+    index: int
+    state: str
+    backend_ref: str
+    ip: str
+    node: str
+    exit_code: int | None
+    diagnostics: str
+    retries: int
+    stop_requested: bool
+    started_at: datetime | None
+
+
+def task_rows(tasks: QuerySet[Task]) -> list[TaskRow]:
+    return [
+        TaskRow(*values)
+        for values in tasks.values_list(
+            "id", "attempt_id", "attempt__job_id", "attempt__number", "role", "index", "state",
+            "backend_ref", "ip", "node", "exit_code", "diagnostics", "retries",
+            "stop_requested", "started_at",
+        )
+    ]  # fmt: skip
 
 
 def observe(backend: Backend, report: PassReport) -> None:
     """One backend call for every live task, then a compare-and-swap update per changed task."""
-    live = list(
-        Task.objects.filter(state__in=LIVE_TASK_STATES)
-        .exclude(backend_ref="")
-        .select_related("attempt")
-        .only(*OBSERVED_FIELDS, "attempt__job_id", "attempt__number")
-    )
+    live = task_rows(Task.objects.filter(state__in=LIVE_TASK_STATES).exclude(backend_ref=""))
     if not live:
         return
     seen = backend.observe([t.backend_ref for t in live])
@@ -202,19 +213,19 @@ def observe(backend: Backend, report: PassReport) -> None:
         ).update(**changes)
         if moved:
             report.changed_tasks += 1
-            report.touched_jobs.add(task.attempt.job_id)
+            report.touched_jobs.add(task.job_id)
             if "state" in changes and changes["state"] != task.state:
                 lifecycle.record(
-                    task.attempt.job_id,
+                    task.job_id,
                     "task",
                     f"{task.role}-{task.index} {changes['state'].lower()}"
                     + (f": {changes['diagnostics']}" if changes.get("diagnostics") else ""),
-                    task.attempt.number,
+                    task.attempt_number,
                     f"{task.role}-{task.index}",
                 )
 
 
-def changes_for(task: Task, obs: Observation) -> dict[str, object]:
+def changes_for(task: TaskRow, obs: Observation) -> dict[str, object]:
     """The fields of ``task`` that ``obs`` changes (empty when nothing does)."""
     now = timezone.now()
     new: dict[str, object] = {}
@@ -255,8 +266,8 @@ def settle(backend: Backend, report: PassReport) -> None:
     attempts = list(JobAttempt.objects.filter(state=JobState.RUNNING).select_related("job__owner"))
     if not attempts:
         return
-    tasks_by_attempt: dict[int, list[Task]] = defaultdict(list)
-    for task in Task.objects.filter(attempt__in=attempts).only(*OBSERVED_FIELDS).order_by("id"):
+    tasks_by_attempt: dict[int, list[TaskRow]] = defaultdict(list)
+    for task in task_rows(Task.objects.filter(attempt__in=attempts).order_by("id")):
         tasks_by_attempt[task.attempt_id].append(task)
     for attempt in attempts:
         job = attempt.job
@@ -283,7 +294,7 @@ def settle(backend: Backend, report: PassReport) -> None:
             report.finished_jobs += 1
 
 
-def retry_tasks(job: Job, attempt: JobAttempt, tasks: list[Task]) -> None:
+def retry_tasks(job: Job, attempt: JobAttempt, tasks: list[TaskRow]) -> None:
     """Send failed tasks with retries left back to WAITING; they launch in the next pass."""
     for task in tasks:
         allowed = job.protocol["taskRoles"][task.role].get("taskRetryCount", 0)
@@ -307,7 +318,9 @@ def retry_tasks(job: Job, attempt: JobAttempt, tasks: list[Task]) -> None:
             task.retries += 1
 
 
-def settle_stopping(job: Job, attempt: JobAttempt, tasks: list[Task], report: PassReport) -> None:
+def settle_stopping(
+    job: Job, attempt: JobAttempt, tasks: list[TaskRow], report: PassReport
+) -> None:
     if any(t.state in LIVE_TASK_STATES for t in tasks):
         return
     reason = job.reason.replace("stopping: requested", "stopped", 1)
@@ -326,7 +339,7 @@ def settle_orphans(backend: Backend, report: PassReport) -> None:
         last = job.attempts.order_by("-number").first()
         assert last is not None
         if job.state == JobState.STOPPING:
-            live = list(Task.objects.filter(attempt__job=job, state__in=LIVE_TASK_STATES))
+            live = task_rows(Task.objects.filter(attempt__job=job, state__in=LIVE_TASK_STATES))
             settle_stopping(job, last, live, report)
         elif last.state == JobState.FAILED and lifecycle.retry_job(job, last, backend):
             continue
