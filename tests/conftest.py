@@ -13,6 +13,16 @@ from clusters import registry
 from clusters.backends.local import LocalBackend
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _short_lived_connections() -> None:
+    """Connections opened in other threads (consumers, passes) close after each use, so that
+    the test database can be dropped at the end."""
+    from django.db import connections
+
+    connections.settings["default"]["CONN_MAX_AGE"] = 0
+    connections["default"].settings_dict["CONN_MAX_AGE"] = 0
+
+
 @pytest.fixture(autouse=True)
 def _test_settings(settings, tmp_path: Path) -> None:
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 from channels.layers import get_channel_layer
-from channels.testing import WebsocketCommunicator
 
 from jobs import lifecycle
 from jobs.news import group_name
-from portal.asgi import application
+from tests.jobs.websockets import open_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
@@ -21,18 +20,7 @@ HELLO = (
 
 
 async def connect(client, job_id: int, origin: bytes = b"http://localhost"):
-    cookie = client.cookies["sessionid"].value
-    communicator = WebsocketCommunicator(
-        application,
-        f"/ws/jobs/{job_id}/",
-        headers=[
-            (b"cookie", f"sessionid={cookie}".encode()),
-            (b"origin", origin),
-            (b"host", b"localhost"),
-        ],
-    )
-    connected, code = await communicator.connect()
-    return communicator, connected, code
+    return await open_socket(client, f"/ws/jobs/{job_id}/", origin)
 
 
 @pytest.fixture

@@ -7,14 +7,13 @@ import json
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
 
 from jobs import lifecycle
 from jobs.models import Task
 from jobs.states import TaskState
-from portal.asgi import application
 from tests.jobs.helpers import reconcile_until, settle
 from tests.jobs.samples import hello_job
+from tests.jobs.websockets import open_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
@@ -28,18 +27,7 @@ def running_job(alice, backend, command: str = "sleep 60"):
 
 
 async def open_terminal(client, task_id: int):
-    cookie = client.cookies["sessionid"].value
-    communicator = WebsocketCommunicator(
-        application,
-        f"/ws/tasks/{task_id}/terminal/",
-        headers=[
-            (b"cookie", f"sessionid={cookie}".encode()),
-            (b"origin", b"http://localhost"),
-            (b"host", b"localhost"),
-        ],
-    )
-    connected, code = await communicator.connect(timeout=5)
-    return communicator, connected, code
+    return await open_socket(client, f"/ws/tasks/{task_id}/terminal/")
 
 
 async def read_until(communicator, needle: str, timeout: float = 10.0) -> str:
