@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -39,12 +38,6 @@ def sh(*args: str, env: dict[str, str] | None = None) -> None:
     subprocess.run(args, check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def main() -> None:
     redis_url = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/15")
     env = {
@@ -59,19 +52,20 @@ def main() -> None:
     sh("psql", f"{PG}/postgres", "-qc", "CREATE DATABASE bench_portal")
     sh(sys.executable, "manage.py", "migrate", "-v0", env=env)
     sh(sys.executable, "manage.py", "ensure_admin", env=env)
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-p", str(port), "portal.asgi:application"],
-        cwd=ROOT,
-        env=env,
-        stderr=subprocess.DEVNULL,
-    )
+    sys.path.insert(0, str(ROOT))
+    from portal import webserver
+
+    sock = webserver.listen("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    servers = webserver.start(sock, webserver.default_processes(), env, cwd=str(ROOT), quiet=True)
     try:
         token = login(port)
         counts = run_clients(port, token)
     finally:
-        server.terminate()
-        server.wait(10)
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            server.wait(10)
         sh("redis-cli", "-u", redis_url, "flushdb")  # the reconcile requests nobody consumed
     accepted = sum(c[0] for c in counts)
     errors = sum(c[1] for c in counts)

@@ -21,6 +21,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from portal import webserver
+
 
 def redis_answers(url: str) -> bool:
     try:
@@ -54,8 +56,11 @@ class Command(BaseCommand):
         call_command("ensure_admin")
         python = sys.executable
         host, port = options["host"], options["port"]
+        sock = webserver.listen(host, port)
+        processes = webserver.default_processes()
+        self.stdout.write(f"starting web: {processes} daphne process(es) on {host}:{port}")
+        children += webserver.start(sock, processes, env)
         commands = {
-            "web": [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"],
             "worker": [
                 python,
                 "-m",
