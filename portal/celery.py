@@ -18,12 +18,13 @@ def schedule_reconcile(sender: Celery, **kwargs: object) -> None:
     from django.conf import settings
 
     interval = settings.RECONCILE_INTERVAL_SECONDS
+    # By name: the tasks' modules may not be imported yet when the app finalizes.
     sender.add_periodic_task(
-        interval, sender.tasks["jobs.tasks.reconcile"], name="reconcile", expires=interval * 0.9
+        interval, sender.signature("jobs.tasks.reconcile"), name="reconcile", expires=interval * 0.9
     )
     sender.add_periodic_task(
         60.0,
-        sender.tasks["clusters.tasks.refresh_capacity"],
+        sender.signature("clusters.tasks.refresh_capacity"),
         name="refresh capacity",
         expires=50.0,
     )

@@ -32,6 +32,8 @@ def _test_settings(settings, tmp_path: Path) -> None:
     settings.CELERY_TASK_ALWAYS_EAGER = False
     settings.LOCAL_TASK_ROOT = tmp_path / "tasks"
     settings.LOCAL_STOP_GRACE_SECONDS = 2.0
+    # Each persona's password would otherwise cost a million PBKDF2 rounds.
+    settings.PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)
