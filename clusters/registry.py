@@ -44,6 +44,7 @@ def kubernetes_backend() -> Backend:
         default_image=settings.K8S_DEFAULT_IMAGE,
         port_base=settings.K8S_PORT_BASE,
         termination_grace_seconds=settings.K8S_STOP_GRACE_SECONDS,
+        allow_host_path_storage=settings.K8S_ALLOW_HOST_PATH_STORAGE,
     )
     retry = RetryPolicy(
         attempts=settings.K8S_API_ATTEMPTS,

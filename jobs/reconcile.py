@@ -11,20 +11,28 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import redis
 from django.conf import settings
+from django.core.cache import cache
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from clusters.backends.base import Backend, Observation, Placement, TaskLaunch, TaskPhase
+from clusters.backends.base import (
+    Backend,
+    Observation,
+    Placement,
+    SupportsCleanup,
+    TaskLaunch,
+    TaskPhase,
+)
 from clusters.quota import gpu_type_of
 from jobs import lifecycle, news
 from jobs.completion import TaskView, decide
 from jobs.models import Job, JobAttempt, Task
 from jobs.protocol import render_registry_auth
-from jobs.runtime import JobContext, bootstrap_script, task_environment
+from jobs.runtime import JobContext, bootstrap_script, task_environment, task_files
 from jobs.runtime.context import context_for
 from jobs.runtime.observe import exit_changes
 from jobs.states import LIVE_TASK_STATES, JobState, TaskState
@@ -32,6 +40,8 @@ from jobs.states import LIVE_TASK_STATES, JobState, TaskState
 log = logging.getLogger(__name__)
 LOCK_NAME = "portal:reconcile"
 ADMIT_BATCH = 100
+CLEANUP_KEY = "portal:reconcile:cleanup"  # in the cache while the last cleanup is recent
+CLEANUP_EVERY_SECONDS = 300
 
 
 @dataclass
@@ -77,6 +87,7 @@ def run_pass(backend: Backend) -> PassReport:
         settle_orphans(backend, report)
         send_stops(backend)
         changed.update(report.touched_jobs)
+    cleanup(backend)
     return report
 
 
@@ -107,7 +118,7 @@ def launch(backend: Backend, report: PassReport) -> None:
     for task in pending:
         job = task.attempt.job
         try:
-            ctx = context_for(job)  # jobs.runtime: ssh keys, storages, barrier timeout
+            ctx = context_for(job, backend.name)  # ssh keys, storages, barrier timeout
             ref = launch_one(backend, task, ctx, placements[task.attempt_id])
         except Exception as exc:  # one task that cannot start must not stop the pass
             log.exception("could not launch %s", task)
@@ -146,6 +157,9 @@ def launch_one(
             shm_mb=spec.get("extraContainerOptions", {}).get("shmMB", 64),
             gpu_type=gpu_type_of(job.protocol, task.role),
             pull_secret=render_registry_auth(job.protocol, task.role),
+            files=task_files(ctx),  # secrets (the job's SSH key) out of the script
+            storages=list(ctx.storage_mounts),
+            debug_keep_hours=ctx.debug_keep_hours,
         )
     )
 
@@ -359,4 +373,49 @@ def send_stops(backend: Backend) -> None:
     # Tasks that were never launched have nothing to stop.
     Task.objects.filter(Q(backend_ref=""), state=TaskState.WAITING, stop_requested=True).update(
         state=TaskState.STOPPED, completed_at=timezone.now()
+    )
+
+
+# -- cleanup: what the backend still holds of attempts nobody needs -------------------------------
+
+
+def cleanup(backend: Backend, force: bool = False) -> list[str] | None:
+    """At most every ``CLEANUP_EVERY_SECONDS`` (tracked in the cache; ``force`` skips that), ask
+    a backend that can (``SupportsCleanup``) to delete what it holds of attempts that are neither
+    running nor finished less than ``<BACKEND>_KEEP_FINISHED_HOURS`` ago (so recent logs stay
+    readable); attempts of unknown jobs go too. The attempt keys it cleaned, or None when it did
+    not run. A failing cleanup is logged and tried again next time, never failing the pass."""
+    if not isinstance(backend, SupportsCleanup):
+        return None
+    try:
+        if not force and not cache.add(
+            CLEANUP_KEY, timezone.now().isoformat(), CLEANUP_EVERY_SECONDS
+        ):
+            return None
+        removed = backend.cleanup(kept_attempt_keys(keep_finished_hours(backend)))
+    except Exception:
+        log.exception("cleanup of finished attempts failed; the next one tries again")
+        return None
+    if removed:
+        log.info("cleaned up %d attempt(s): %s", len(removed), ", ".join(removed[:20]))
+    return removed
+
+
+def keep_finished_hours(backend: Backend) -> float:
+    if backend.name == "kubernetes":
+        return float(settings.K8S_KEEP_FINISHED_HOURS)
+    return float(settings.LOCAL_KEEP_FINISHED_HOURS)
+
+
+def kept_attempt_keys(hours: float) -> set[str]:
+    """Keys of attempts running, with a live task, or finished less than ``hours`` ago."""
+    cutoff = timezone.now() - timedelta(hours=hours)
+    live_tasks = Task.objects.filter(state__in=LIVE_TASK_STATES).values("attempt_id")
+    return set(
+        JobAttempt.objects.filter(
+            Q(state=JobState.RUNNING)
+            | Q(completed_at__isnull=True)
+            | Q(completed_at__gte=cutoff)
+            | Q(id__in=live_tasks)
+        ).values_list("key", flat=True)
     )

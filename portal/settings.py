@@ -163,6 +163,8 @@ LOCAL_TASK_IP = env_str("LOCAL_TASK_IP", "127.0.0.1")
 TASK_BARRIER_TIMEOUT_SECONDS = env_int("TASK_BARRIER_TIMEOUT_SECONDS", 600, minimum=1)
 DEBUG_KEEP_HOURS = env_int("DEBUG_KEEP_HOURS", 24, minimum=1)
 LOCAL_STOP_GRACE_SECONDS = env_float("LOCAL_STOP_GRACE_SECONDS", 10.0)
+# How long the work dirs (and logs) of finished attempts stay on the local backend.
+LOCAL_KEEP_FINISHED_HOURS = env_int("LOCAL_KEEP_FINISHED_HOURS", 7 * 24, minimum=0)
 TERMINAL_IDLE_SECONDS = env_int("TERMINAL_IDLE_SECONDS", 900, minimum=5)
 JOB_MAX_BYTES = env_int("JOB_MAX_BYTES", 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = JOB_MAX_BYTES + 64 * 1024
@@ -193,3 +195,7 @@ K8S_STOP_GRACE_SECONDS = env_int("K8S_STOP_GRACE_SECONDS", 10, minimum=0)
 K8S_API_ATTEMPTS = env_int("K8S_API_ATTEMPTS", 6, minimum=1)
 K8S_API_BACKOFF_SECONDS = env_float("K8S_API_BACKOFF_SECONDS", 0.2)
 K8S_API_BACKOFF_CAP_SECONDS = env_float("K8S_API_BACKOFF_CAP_SECONDS", 5.0)
+# Pods (and logs) of finished attempts are deleted this long after the attempt ended.
+K8S_KEEP_FINISHED_HOURS = env_int("K8S_KEEP_FINISHED_HOURS", 24, minimum=0)
+# local-dir storages become hostPath volumes only when an admin allows it.
+K8S_ALLOW_HOST_PATH_STORAGE = env_bool("K8S_ALLOW_HOST_PATH_STORAGE", False)

@@ -10,9 +10,10 @@ all live tasks in one call.
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 class TaskPhase(enum.StrEnum):
@@ -45,6 +46,26 @@ class Placement:
     ports: dict[str, list[int]]
 
 
+class StorageKind(enum.StrEnum):
+    """The kinds of storage admins define (``clusters.models.Storage.kind``)."""
+
+    LOCAL_DIR = "local-dir"  # a directory of the portal's machine (a hostPath on Kubernetes)
+    PVC = "pvc"  # a Kubernetes PersistentVolumeClaim
+    NFS = "nfs"  # an NFS export, ``server:path``
+
+
+@dataclass(frozen=True)
+class StorageMount:
+    """A storage a task mounts at ``/mnt/<name>`` (teamwise_storage plugin)."""
+
+    name: str
+    kind: str  # a StorageKind
+    path: str = ""  # local-dir: the directory; nfs: the exported path
+    server: str = ""  # nfs
+    claim_name: str = ""  # pvc
+    read_only: bool = False
+
+
 @dataclass(frozen=True)
 class TaskLaunch:
     """Everything needed to start one task."""
@@ -65,6 +86,26 @@ class TaskLaunch:
     # Registry credentials for the image, ``{registry, username, password}`` (a ``dockerimage``
     # prerequisite's ``auth``); kubernetes turns them into an image pull secret.
     pull_secret: dict[str, str] | None = None
+    # Secret files, path relative to the task's working directory -> content (the job's SSH
+    # private key, ...): kept out of the script. The local backend writes them (mode 600) before
+    # the task starts; kubernetes mounts them read-only from the task's Secret at
+    # ``$PAI_FILES_DIR/<path>`` and the script copies them into place.
+    files: dict[str, str] = field(default_factory=dict)
+    # The storages to mount; a backend that cannot mount one refuses the launch with a reason.
+    storages: list[StorageMount] = field(default_factory=list)
+    # > 0 (jobEnvs.isDebug): a task that fails stays inspectable for that many hours after it
+    # ended (local: its directory has ``.keep_until``; kubernetes: its pod is kept by ``stop``
+    # and ``cleanup``).
+    debug_keep_hours: int = 0
+
+
+def check_file_path(path: str) -> str:
+    """``path`` when it is a plain relative path inside the working directory (no ``..``, not
+    absolute, no empty parts); ValueError otherwise."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"not a relative file path inside the task's directory: {path!r}")
+    return path
 
 
 @dataclass(frozen=True)
@@ -126,3 +167,18 @@ class Backend(Protocol):
         """A shell in the task with its working directory and environment; None when the task
         is not running or this backend opens terminals another way."""
         ...
+
+
+@runtime_checkable
+class SupportsCleanup(Protocol):
+    """An optional method of a backend: remove what is left of attempts no longer needed.
+
+    ``cleanup(keep_attempt_keys)`` deletes everything the backend holds for attempts whose key
+    is not in ``keep_attempt_keys`` (the reconcile pass passes the attempts that are running or
+    finished recently, so that their logs stay readable; attempts of unknown jobs go too),
+    except the failed tasks of debug jobs still within their keep time. It returns the keys of
+    the attempts it removed (or stopped) something of. Backends without it keep everything
+    (the reconcile pass checks with ``isinstance(backend, SupportsCleanup)``).
+    """
+
+    def cleanup(self, keep_attempt_keys: Collection[str]) -> list[str]: ...

@@ -2,10 +2,13 @@
 
 Per attempt: a headless Service (the root object: every other object names it as its owner, so
 deleting it removes the attempt), an image pull Secret when a task brings registry credentials,
-and per task a Secret holding its bootstrap script and a Pod that runs it. The script is a Secret,
-not a ConfigMap, because it holds the job's secrets and SSH key in clear (rendered commands, the
-key files it installs); scripts get one object each because one holds at most 1 MiB and every
-script names all its peers.
+and per task a Secret holding its bootstrap script and its secret files (``TaskLaunch.files``,
+e.g. the job's SSH private key) and a Pod that runs it. The script is a Secret, not a ConfigMap,
+because the rendered commands may hold the job's secrets; scripts get one object each because one
+holds at most 1 MiB and every script names all its peers. The Secret is mounted at ``/pai``:
+``bootstrap.sh`` (0555) and each file at ``/pai/files/<path>`` (0400), which the script copies
+into the working directory (``PAI_FILES_DIR``). Storages are PVC or NFS volumes at
+``/mnt/<name>``; a local-dir storage becomes a hostPath only when the admin allows it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusters.backends.base import TaskLaunch
+from clusters.backends.base import StorageKind, StorageMount, TaskLaunch, check_file_path
 
 Manifest = dict[str, Any]
 
@@ -30,6 +33,9 @@ INDEX = "gpu-portal/index"
 RETRY = "gpu-portal/retry"
 SELECTOR = f"{MANAGED_BY}={MANAGER}"
 SCRIPT_DIR = "/pai"
+FILES_DIR = f"{SCRIPT_DIR}/files"
+TASK = "gpu-portal/task"
+DEBUG_KEEP_HOURS = "gpu-portal/debug-keep-hours"  # pod annotation: keep a failed pod this long
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 
 
@@ -45,6 +51,11 @@ class K8sOptions:
     default_image: str = "python:3.11-slim"
     port_base: int = 20000
     termination_grace_seconds: int = 10
+    allow_host_path_storage: bool = False  # mount local-dir storages as hostPath volumes
+
+
+class LaunchRefused(ValueError):
+    """The task cannot run on this cluster as asked (the reason becomes its diagnostics)."""
 
 
 def dns_label(text: str, limit: int = 63) -> str:
@@ -103,9 +114,70 @@ def script_secret(task: TaskLaunch, name: str, uid: str) -> Manifest:
             "labels": labels(task.attempt_key),
             "ownerReferences": owner(service_name(task.attempt_key), uid),
         },
-        "stringData": {"bootstrap.sh": task.script},
+        "stringData": {
+            "bootstrap.sh": task.script,
+            **{file_key(path): content for path, content in task.files.items()},
+        },
         "immutable": True,
     }
+
+
+def file_key(path: str) -> str:
+    """The Secret key of a task file (keys may not hold ``/``)."""
+    digest = hashlib.sha1(check_file_path(path).encode(), usedforsecurity=False).hexdigest()
+    return f"file-{digest[:16]}"
+
+
+def script_volume(task: TaskLaunch, name: str) -> Manifest:
+    """The task's Secret at ``/pai``: the script (0555) and the secret files (0400)."""
+    items = [{"key": "bootstrap.sh", "path": "bootstrap.sh", "mode": 0o555}]
+    items += [
+        {"key": file_key(path), "path": f"files/{path}", "mode": 0o400}
+        for path in sorted(task.files)
+    ]
+    return {"name": "bootstrap", "secret": {"secretName": name, "items": items}}
+
+
+def storage_volumes(task: TaskLaunch, options: K8sOptions) -> tuple[list[Manifest], list[Manifest]]:
+    """(volumes, volume mounts) of the task's storages, each at ``/mnt/<name>``; LaunchRefused
+    for one this cluster cannot mount."""
+    volumes, mounts = [], []
+    for number, store in enumerate(task.storages):
+        volume = {"name": f"storage-{number}", **storage_source(store, options)}
+        volumes.append(volume)
+        mounts.append(
+            {"name": volume["name"], "mountPath": f"/mnt/{store.name}", "readOnly": store.read_only}
+        )
+    return volumes, mounts
+
+
+def storage_source(store: StorageMount, options: K8sOptions) -> Manifest:
+    what = f"storage {store.name!r}"
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", store.name) or store.name in (".", ".."):
+        raise LaunchRefused(f"{what}: not a name that can be mounted at /mnt/<name>")
+    if store.kind == StorageKind.PVC:
+        if not store.claim_name:
+            raise LaunchRefused(f"{what} is a PVC storage without a claim name (ask an admin)")
+        return {
+            "persistentVolumeClaim": {"claimName": store.claim_name, "readOnly": store.read_only}
+        }
+    if store.kind == StorageKind.NFS:
+        if not store.server or not store.path.startswith("/"):
+            raise LaunchRefused(
+                f"{what} is an NFS storage without a server and an absolute path (ask an admin)"
+            )
+        return {"nfs": {"server": store.server, "path": store.path, "readOnly": store.read_only}}
+    if store.kind == StorageKind.LOCAL_DIR:
+        if not options.allow_host_path_storage:
+            raise LaunchRefused(
+                f"{what} is a directory on the portal's machine (local-dir), which pods on "
+                "Kubernetes cannot mount; an admin can define it as a PVC or NFS storage, or "
+                "allow hostPath storages (K8S_ALLOW_HOST_PATH_STORAGE)"
+            )
+        if not store.path.startswith("/"):
+            raise LaunchRefused(f"{what} has no absolute directory configured (ask an admin)")
+        return {"hostPath": {"path": store.path, "type": "Directory"}}
+    raise LaunchRefused(f"{what} is of an unknown kind {store.kind!r}")
 
 
 def pull_secret_name(task: TaskLaunch) -> str:
@@ -159,6 +231,9 @@ def pod(task: TaskLaunch, host: str, uid: str, options: K8sOptions) -> Manifest:
         for port in numbers
     ]
     env = [{"name": "PAI_CONTAINER_ID", "value": name}]
+    if task.files:
+        env.append({"name": "PAI_FILES_DIR", "value": FILES_DIR})
+    storage_vols, storage_mounts = storage_volumes(task, options)
     if task.gpu == 0:  # the NVIDIA runtime would otherwise show every GPU of the node
         env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})
     container: Manifest = {
@@ -171,6 +246,7 @@ def pod(task: TaskLaunch, host: str, uid: str, options: K8sOptions) -> Manifest:
         "volumeMounts": [
             {"name": "bootstrap", "mountPath": SCRIPT_DIR, "readOnly": True},
             {"name": "dshm", "mountPath": "/dev/shm"},  # noqa: S108
+            *storage_mounts,
         ],
     }
     if ports:
@@ -184,14 +260,18 @@ def pod(task: TaskLaunch, host: str, uid: str, options: K8sOptions) -> Manifest:
         "terminationGracePeriodSeconds": options.termination_grace_seconds,
         "containers": [container],
         "volumes": [
-            {"name": "bootstrap", "secret": {"secretName": name, "defaultMode": 0o555}},
+            script_volume(task, name),
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{task.shm_mb}Mi"}},
+            *storage_vols,
         ],
     }
     if node_selector:
         spec["nodeSelector"] = node_selector
     if task.pull_secret:
         spec["imagePullSecrets"] = [{"name": pull_secret_name(task)}]
+    annotations = {TASK: f"{task.role}-{task.index}"}
+    if task.debug_keep_hours > 0:
+        annotations[DEBUG_KEEP_HOURS] = str(task.debug_keep_hours)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -203,7 +283,7 @@ def pod(task: TaskLaunch, host: str, uid: str, options: K8sOptions) -> Manifest:
                 INDEX: str(task.index),
                 RETRY: str(task.retry),
             },
-            "annotations": {"gpu-portal/task": f"{task.role}-{task.index}"},
+            "annotations": annotations,
             "ownerReferences": owner(svc, uid),
         },
         "spec": spec,

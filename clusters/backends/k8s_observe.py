@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -84,6 +84,25 @@ def _finished(ref: str, pod: Pod, phase: str, node: str) -> Observation:
         started_at=started,
         finished_at=finished,
     )
+
+
+def debug_keep_until(pod: Pod, hours_annotation: str) -> datetime | None:
+    """Until when a failed pod of a debug job stays (``hours_annotation`` hours after its
+    container ended); None for any other pod."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    if status.get("phase") != "Failed":
+        return None
+    try:
+        hours = int((meta.get("annotations") or {}).get(hours_annotation, "0"))
+    except ValueError:
+        return None
+    if hours <= 0:
+        return None
+    terminated = (_main_container(status).get("state") or {}).get("terminated") or {}
+    ended = _time(
+        terminated.get("finishedAt") or status.get("startTime") or meta.get("creationTimestamp")
+    )
+    return ended + timedelta(hours=hours) if ended else None
 
 
 def _unknown(status: dict[str, Any]) -> str:

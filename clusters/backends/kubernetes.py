@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
@@ -27,7 +28,7 @@ from clusters.backends.base import (
     TaskShape,
 )
 from clusters.backends.k8s_api import JSON, RetryPolicy, body, call
-from clusters.backends.k8s_observe import capacity_of, observe_pod
+from clusters.backends.k8s_observe import capacity_of, debug_keep_until, observe_pod
 
 _HOST = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 STREAMS = ("stdout", "stderr")
@@ -70,6 +71,7 @@ class KubernetesBackend:
         host = task.placement.ip.split(".", 1)[0]
         if not _HOST.fullmatch(host):
             host = m.dns_label(f"{task.role}-{task.index}")
+        m.pod(task, host, "", self.options)  # LaunchRefused (e.g. a storage) before creating
         uid = self._root(task.attempt_key)
         name = m.pod_name(task.attempt_key, host, task.retry)
         self._create("secrets", m.script_secret(task, name, uid))
@@ -129,13 +131,38 @@ class KubernetesBackend:
         return seen
 
     def stop(self, refs: list[str]) -> None:
-        """Delete the attempts of ``refs`` (the lifecycle stops an attempt's tasks together)."""
-        for attempt_key in sorted({ref.partition("/")[0] for ref in refs if "/" in ref}):
-            self.delete_attempt(attempt_key)
+        """Delete the attempts of ``refs`` (the lifecycle stops an attempt's tasks together),
+        but for the failed pods of debug jobs still within their keep time."""
+        keys = sorted({ref.partition("/")[0] for ref in refs if "/" in ref})
+        if not keys:
+            return
+        pods = self.list_pods()
+        for attempt_key in keys:
+            self.delete_attempt(attempt_key, pods)
 
-    def delete_attempt(self, attempt_key: str) -> None:
-        """Delete the attempt's Service (its dependents follow) and its pods right away."""
+    def delete_attempt(
+        self, attempt_key: str, pods: dict[str, dict[str, Any]] | None = None
+    ) -> None:
+        """Delete the attempt's Service (its dependents follow) and its pods right away. When
+        ``pods`` (the listing) holds failed pods of a debug job still to keep, only the other
+        pods and their Secrets go; the Service stays as the kept pods' owner."""
         self._roots.pop(attempt_key, None)
+        mine = {
+            name: pod
+            for name, pod in (pods or {}).items()
+            if (pod["metadata"].get("labels") or {}).get(m.ATTEMPT) == attempt_key
+        }
+        now = datetime.now(UTC)
+        kept = {
+            name
+            for name, pod in mine.items()
+            if (until := debug_keep_until(pod, m.DEBUG_KEEP_HOURS)) and until > now
+        }
+        if kept:
+            for name in sorted(set(mine) - kept):
+                for kind in ("pod", "secret"):
+                    self._delete(kind, name)
+            return
         try:
             self._call(
                 f"delete service of {attempt_key}",
@@ -158,9 +185,26 @@ class KubernetesBackend:
                 _preload_content=False,
             )
 
-    def cleanup(self, live_attempt_keys: Collection[str]) -> list[str]:
-        """Delete the objects of every attempt not in ``live_attempt_keys``; return those keys."""
-        live, stale = set(live_attempt_keys), set()
+    def _delete(self, kind: str, name: str) -> None:
+        """Delete one object; one that is gone already is fine."""
+        try:
+            self._call(
+                f"delete {kind} {name}",
+                getattr(self.core, f"delete_namespaced_{kind}"),
+                name,
+                self.namespace,
+                _preload_content=False,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def cleanup(self, keep_attempt_keys: Collection[str]) -> list[str]:
+        """Delete the objects of every attempt not in ``keep_attempt_keys`` (see
+        ``base.SupportsCleanup``), but for failed pods of debug jobs within their keep time
+        (annotation ``gpu-portal/debug-keep-hours``); return the keys of those attempts."""
+        live, stale = set(keep_attempt_keys), set()
+        pods: dict[str, dict[str, Any]] = {}
         for kind in ("pod", "service", "secret"):
             response = self._call(
                 f"list {kind}s",
@@ -170,11 +214,13 @@ class KubernetesBackend:
                 _preload_content=False,
             )
             for item in body(response).get("items") or []:
+                if kind == "pod":
+                    pods[item["metadata"]["name"]] = item
                 key = (item["metadata"].get("labels") or {}).get(m.ATTEMPT)
                 if key and key not in live:
                     stale.add(key)
         for key in sorted(stale):
-            self.delete_attempt(key)
+            self.delete_attempt(key, pods)
         return sorted(stale)
 
     # -- logs, terminal, capacity -----------------------------------------------------------

@@ -20,8 +20,9 @@ import re
 import shutil
 import signal
 import socket
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from functools import cached_property
@@ -32,9 +33,11 @@ from clusters.backends.base import (
     Observation,
     Placement,
     ShellSpec,
+    StorageKind,
     TaskLaunch,
     TaskPhase,
     TaskShape,
+    check_file_path,
 )
 from clusters.backends.localproc import (
     TaskRecord,
@@ -79,6 +82,9 @@ class LocalBackend:
         for part in (task.attempt_key, task.role):
             if not _NAME.fullmatch(part):
                 raise ValueError(f"not a safe name for a directory: {part!r}")
+        for path in task.files:
+            check_file_path(path)
+        refuse_storages(task)
         suffix = f"-r{task.retry}" if task.retry > 0 else ""
         ref = f"{task.attempt_key}/{task.role}-{task.index}{suffix}"
         workdir = self.root / ref
@@ -92,6 +98,7 @@ class LocalBackend:
             gpus = self._choose_gpus(task.gpu)
             workdir.mkdir(parents=True)
             (workdir / "bootstrap.sh").write_text(task.script)
+            write_files(workdir, task.files)
             wrapper_pid, pid = spawn_detached(workdir, self._environment(task, workdir, gpus))
             record = TaskRecord(
                 pid=pid,
@@ -252,6 +259,43 @@ class LocalBackend:
             gpus=dict(Counter(name for _, name in self._gpus)),
         )
 
+    # -- cleanup ----------------------------------------------------------------------------
+
+    def cleanup(self, keep_attempt_keys: Collection[str]) -> list[str]:
+        """Delete the directories of attempts not in ``keep_attempt_keys``; return the keys of
+        those it removed (or killed) something of.
+
+        A task directory with a ``.keep_until`` (epoch seconds; the debug plugin) in the future
+        stays, and so does its attempt's directory. A task still running in an attempt not kept
+        (an unknown job's) is killed now and its directory removed by a later cleanup.
+        """
+        keep, removed, now = set(keep_attempt_keys), [], time.time()
+        with self._lock():
+            for attempt in sorted(self.root.iterdir()):
+                if (
+                    not attempt.is_dir()
+                    or attempt.name in keep
+                    or not _NAME.fullmatch(attempt.name)
+                ):
+                    continue
+                left = False
+                for workdir in sorted(p for p in attempt.iterdir() if p.is_dir()):
+                    if _kept_until(workdir) > now:
+                        left = True
+                        continue
+                    record = TaskRecord.load(workdir / "task.json")
+                    if record is not None and record.alive():
+                        _signal_group(record, signal.SIGKILL)
+                        left = True
+                        removed.append(attempt.name)
+                        continue
+                    shutil.rmtree(workdir, ignore_errors=True)
+                    removed.append(attempt.name)
+                if not left:
+                    shutil.rmtree(attempt, ignore_errors=True)
+                    removed.append(attempt.name)
+        return sorted(set(removed))
+
     # -- helpers ----------------------------------------------------------------------------
 
     def _workdir(self, ref: str) -> Path:
@@ -295,6 +339,39 @@ def _signal_group(record: TaskRecord, sig: signal.Signals) -> None:
         return
     with suppress(ProcessLookupError, PermissionError):
         os.killpg(record.pgid, sig)
+
+
+def refuse_storages(task: TaskLaunch) -> None:
+    """Only directories of this machine can be mounted here (linked by the script)."""
+    for store in task.storages:
+        if store.kind != StorageKind.LOCAL_DIR:
+            raise LocalBackendError(
+                f"storage {store.name!r} is a {store.kind} storage; the local backend can only "
+                "mount local-dir storages (ask an admin, or run the job on Kubernetes)"
+            )
+        if not store.path:
+            raise LocalBackendError(f"storage {store.name!r} has no directory configured")
+
+
+def write_files(workdir: Path, files: dict[str, str]) -> None:
+    """The task's secret files, readable by their owner only (directories 700, files 600)."""
+    for relative, content in files.items():
+        path = workdir / check_file_path(relative)
+        for parent in reversed(path.relative_to(workdir).parents[:-1]):
+            (workdir / parent).mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(content)
+        os.chmod(path, 0o600)
+
+
+def _kept_until(workdir: Path) -> float:
+    """The epoch second the debug plugin keeps ``workdir`` until (0: not kept)."""
+    text = _read(workdir / ".keep_until") or ""
+    try:
+        return float(text.strip())
+    except ValueError:
+        return 0.0
 
 
 def _read(path: Path) -> str | None:

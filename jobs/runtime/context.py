@@ -10,10 +10,12 @@ from jobs.plugins import ssh, storage
 from jobs.runtime.env import JobContext
 
 
-def context_for(job: Job) -> JobContext:
+def context_for(job: Job, backend_name: str = "local") -> JobContext:
+    """``backend_name`` says where the job's storages are seen inside a task."""
     private, public = "", ""
     if plugins.ssh_options(job.protocol)[0]:
         private, public = ssh.job_keys(job)
+    mounts = storage.mounts(job.protocol)
     return JobContext(
         user=job.owner.get_username(),
         job_name=job.name,
@@ -22,7 +24,8 @@ def context_for(job: Job) -> JobContext:
         deployment=job.protocol.get("defaults", {}).get("deployment"),
         ssh_private_key=private,
         ssh_public_key=public,
-        storages=storage.locations(job.protocol),
+        storages=storage.locations(mounts, backend_name),
+        storage_mounts=mounts,
         barrier_timeout=settings.TASK_BARRIER_TIMEOUT_SECONDS,
         debug_keep_hours=settings.DEBUG_KEEP_HOURS if plugins.is_debug(job.protocol) else 0,
     )

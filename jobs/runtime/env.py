@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusters.backends.base import Placement
+from clusters.backends.base import Placement, StorageMount
 
 TaskKey = tuple[str, int]
 
@@ -25,6 +25,7 @@ class JobContext:
     ssh_private_key: str = ""  # the job's key pair (ssh plugin), empty without jobssh
     ssh_public_key: str = ""
     storages: dict[str, str] = field(default_factory=dict)  # name -> where it lives here
+    storage_mounts: list[StorageMount] = field(default_factory=list)  # for the backend
     barrier_timeout: int = 600
     debug_keep_hours: int = 0  # > 0 when jobEnvs.isDebug keeps a failed task's directory
 

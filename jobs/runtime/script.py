@@ -1,8 +1,10 @@
 """The bootstrap script of one task: pure ``/bin/sh``, the same on every backend.
 
 Order of work: environment; barrier (every ``PAI_HOST_IP_*`` known, re-reading ``peers.env``
-in the working directory when a backend writes one, until a timeout: exit 201); plugins (ssh,
-storage: exit 203 when one cannot be set up); ``containerStart`` callbacks in dependency order;
+in the working directory when a backend writes one, until a timeout: exit 201); the task's
+secret files (``task_files``: copied from ``$PAI_FILES_DIR`` where the backend mounts them
+there); plugins (ssh, storage: exit 203 when one cannot be set up); ``containerStart``
+callbacks in dependency order;
 the deployment's ``preCommands``; the ``cmd`` plugin's pre-commands; the role's commands. Then,
 from an EXIT trap so that they run whatever happened (failure, ``exit``, Stop's SIGTERM): the
 deployment's ``postCommands``, the ``cmd`` plugin's post-commands (after a success only) and
@@ -95,7 +97,7 @@ def bootstrap_script(ctx: JobContext, role: str, env: dict[str, str]) -> str:
     if ctx.protocol.get("extras", {}).get("v1") is not None:
         exports += 'export QIZHI_WORK_DIR="${PAI_WORK_DIR:-$PWD}"\n'
     parts = [HEAD, exports, PRELUDE, barrier(env, ctx.barrier_timeout)]
-    parts += [ssh_setup(ctx), storage_setup(ctx)]
+    parts += [files_setup(task_files(ctx)), ssh_setup(ctx), storage_setup(ctx)]
     parts.append(EXIT_HEAD % {"callback_code": CALLBACK_FAILED_CODE})
     parts.append(exit_step("postCommands", commands.post_commands))
     parts.append(indent(success_only(exit_step("cmd plugin postCommands", cmd_post))))
@@ -179,6 +181,36 @@ def exit_callback(callback: Callback) -> str:
     )
 
 
+SSH_KEY_FILE = ".ssh/id_job"
+
+FILES = """portal_file() {
+  [ -n "${PAI_FILES_DIR:-}" ] || return 0
+  case "$1" in */*) (umask 077 && mkdir -p "$PAI_WORK_DIR/${1%%/*}") ;; esac &&
+  (umask 077 && cat "$PAI_FILES_DIR/$1" > "$PAI_WORK_DIR/$1") || {
+    portal_say "could not place the task file $1 from $PAI_FILES_DIR"; exit %(code)d; }
+}
+"""
+
+
+def task_files(ctx: JobContext) -> dict[str, str]:
+    """The task's secret files (``TaskLaunch.files``), kept out of the script: the backend
+    puts them in the working directory, or at ``$PAI_FILES_DIR/<path>`` for the script to copy."""
+    files = {}
+    if plugins.ssh_options(ctx.protocol)[0] and ctx.ssh_private_key:
+        files[SSH_KEY_FILE] = ctx.ssh_private_key.strip() + "\n"
+    return files
+
+
+def files_setup(files: dict[str, str]) -> str:
+    """Copy each task file from ``$PAI_FILES_DIR`` (a read-only mount) into the working
+    directory, readable by the task's user only; nothing to do where the backend wrote them."""
+    if not files:
+        return ""
+    lines = [FILES % {"code": PLUGIN_FAILED_CODE}]
+    lines += [f"portal_file {shlex.quote(path)}\n" for path in sorted(files)]
+    return "".join(lines)
+
+
 def ssh_setup(ctx: JobContext) -> str:
     """The job's key pair in ``$PAI_WORK_DIR/.ssh`` (authorized_keys, config for every
     ``<role>-<index>``, an ``ssh`` wrapper first on PATH that uses that config)."""
@@ -194,14 +226,10 @@ def ssh_setup(ctx: JobContext) -> str:
         'chmod 600 "$portal_ssh/authorized_keys"',
         ': > "$portal_ssh/config"',
     ]
-    if jobssh and ctx.ssh_private_key:
-        lines += [
-            "(umask 077 && cat > \"$portal_ssh/id_job\" <<'PORTAL_KEY'",
-            ctx.ssh_private_key.strip(),
-            "PORTAL_KEY",
-            ")",
-            f"printf '%s\\n' {shlex.quote(ctx.ssh_public_key)} > \"$portal_ssh/id_job.pub\"",
-        ]
+    if jobssh and ctx.ssh_private_key:  # id_job itself is a task file (``task_files``)
+        lines.append(
+            f"printf '%s\\n' {shlex.quote(ctx.ssh_public_key)} > \"$portal_ssh/id_job.pub\""
+        )
     for role, spec in ctx.protocol["taskRoles"].items():
         for index in range(spec["instances"]):
             key = f"{env_name(role)}_{index}"

@@ -89,3 +89,107 @@ def test_stopping_a_job_deletes_its_pods_and_ends_it_stopped(alice, k8s, cluster
     job.refresh_from_db()
     assert job.state == JobState.STOPPED
     assert {t.state for t in tasks_of(job).values()} == {TaskState.STOPPED}
+
+
+# -- secrets out of the script, storages, cleanup and debug through real passes ----------------
+
+PLUGINS = """\
+extras:
+  jobEnvs: {isDebug: true}
+  com.microsoft.pai.runtimeplugin:
+    - plugin: ssh
+      parameters: {jobssh: true}
+    - plugin: teamwise_storage
+      parameters: {storageConfigNames: [%s]}
+"""
+
+
+def with_plugins(name: str, storage: str) -> str:
+    return JOB.replace("name: k8s_job", f"name: {name}") + PLUGINS % storage
+
+
+def test_the_ssh_key_is_a_mounted_file_and_a_pvc_is_mounted(alice, k8s, cluster: FakeCluster):
+    from clusters.backends import k8s_manifests as m
+    from clusters.models import Storage
+
+    Storage.objects.create(name="datasets", kind="pvc", claim_name="ds-claim", open_to_all=True)
+    job = lifecycle.submit(alice, with_plugins("keyed", "datasets"))
+    assert run_pass(k8s).launched == 3
+    job.refresh_from_db()
+    name = pod_of(tasks_of(job)["worker-0"])
+    secret = cluster.objects[("secrets", "default", name)]
+    script = secret["stringData"]["bootstrap.sh"]
+    assert "PRIVATE KEY" not in script and "portal_file .ssh/id_job" in script
+    assert secret["stringData"][m.file_key(".ssh/id_job")].strip() == job.ssh_private_key.strip()
+    assert "export PAI_STORAGE_datasets=/mnt/datasets" in script
+    pod = cluster.objects[("pods", "default", name)]
+    assert {"name": "storage-0", "persistentVolumeClaim": {"claimName": "ds-claim",
+            "readOnly": False}} in pod["spec"]["volumes"]  # fmt: skip
+    assert pod["metadata"]["annotations"][m.DEBUG_KEEP_HOURS] == "24"
+    for manifest in cluster.created:
+        kubernetes_validate.validate(manifest, desired_version="1.30", strict=True)
+
+
+def test_a_local_dir_storage_fails_the_tasks_with_a_reason(alice, k8s, cluster: FakeCluster):
+    from clusters.models import Storage
+
+    Storage.objects.create(name="scratch", path="/srv/scratch", open_to_all=True)
+    job = lifecycle.submit(alice, with_plugins("local_dir", "scratch"))
+    run_pass(k8s)
+    task = tasks_of(job)["worker-0"]
+    assert task.state == TaskState.FAILED
+    assert "'scratch' is a directory on the portal's machine (local-dir)" in task.diagnostics
+    assert cluster.pods() == {}
+
+
+def test_a_debug_jobs_failed_pod_is_kept_when_the_job_fails(alice, k8s, cluster: FakeCluster):
+    from clusters.models import Storage
+
+    Storage.objects.create(name="datasets", kind="pvc", claim_name="ds", open_to_all=True)
+    job = lifecycle.submit(alice, with_plugins("debugging", "datasets"))
+    run_pass(k8s)
+    tasks = tasks_of(job)
+    for task in tasks.values():
+        cluster.set_status(pod_of(task), running("10.0.0.9", "node-a"))
+    run_pass(k8s)
+    failed = pod_of(tasks["worker-1"])
+    cluster.set_status(failed, terminated("Failed", 1, "Error", "node-a"))
+    cluster.objects[("pods", "default", failed)]["status"]["containerStatuses"][0]["state"][
+        "terminated"
+    ]["finishedAt"] = "2999-01-01T00:00:00Z"  # just now, as far as the keep time goes
+    for _ in range(4):
+        run_pass(k8s)
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED
+    assert set(cluster.pods()) == {failed}  # the others were stopped; the failed one stays
+
+
+def test_cleanup_keeps_recent_attempts_and_deletes_old_and_unknown_ones(
+    alice, k8s, cluster: FakeCluster, settings
+):
+    from datetime import timedelta
+
+    from django.core.cache import cache
+    from django.utils import timezone
+    from test_kubernetes_backend import launch_all
+
+    from jobs import reconcile
+    from jobs.models import JobAttempt
+
+    settings.K8S_KEEP_FINISHED_HOURS = 24
+    job = lifecycle.submit(alice, JOB)
+    run_pass(k8s)
+    key = JobAttempt.objects.get(job=job).key
+    launch_all(k8s, key="job99999-a0")  # a job the portal does not know
+    cache.delete(reconcile.CLEANUP_KEY)
+    run_pass(k8s)  # the pass cleans up at most every CLEANUP_EVERY_SECONDS
+    assert {p["metadata"]["labels"]["gpu-portal/attempt"] for p in cluster.pods().values()} == {key}
+    JobAttempt.objects.filter(key=key).update(
+        state=JobState.SUCCEEDED, completed_at=timezone.now() - timedelta(hours=2)
+    )
+    Task.objects.filter(attempt__key=key).update(state=TaskState.SUCCEEDED)
+    assert reconcile.cleanup(k8s) is None  # not yet: the last cleanup is recent
+    assert reconcile.cleanup(k8s, force=True) == []  # finished 2 hours ago: logs stay readable
+    JobAttempt.objects.filter(key=key).update(completed_at=timezone.now() - timedelta(hours=25))
+    assert reconcile.cleanup(k8s, force=True) == [key]
+    assert cluster.pods() == {}
