@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.protocol.errors import Issues, join, show
+from jobs.protocol.errors import Issues, Where, show
 from jobs.protocol.fields import given, unknown_keys, want_dict, want_list, want_str, want_strings
 from jobs.protocol.prereqs import version_text
 
 
-def object_or_empty(issues: Issues, path: str, value: object) -> dict[str, Any]:
+def object_or_empty(issues: Issues, path: Where, value: object) -> dict[str, Any]:
     if value is None:
         return {}
     return want_dict(issues, path, value) or {}
@@ -23,37 +23,37 @@ def check_deployments(
     result: list[dict[str, Any]] = []
     seen: set[str] = set()
     for index, item in enumerate(want_list(issues, "deployments", value) or []):
-        path = join("deployments", index)
+        path = ("deployments", index)
         spec = want_dict(issues, path, item)
         if spec is None:
             continue
         out = {key: val for key, val in spec.items() if val is not None}
         name = (
-            want_str(issues, join(path, "name"), spec["name"], non_empty=True)
+            want_str(issues, (path, "name"), spec["name"], non_empty=True)
             if given(spec, "name")
             else None
         )
         if not given(spec, "name"):
-            issues.add(join(path, "name"), "is required")
+            issues.add((path, "name"), "is required")
         elif name is not None and name in seen:
-            issues.add(join(path, "name"), f"duplicate deployment name {show(name)}")
+            issues.add((path, "name"), f"duplicate deployment name {show(name)}")
         seen.add(name or "")
         if given(spec, "version"):
-            out["version"] = version_text(issues, join(path, "version"), spec["version"], sources)
+            out["version"] = version_text(issues, (path, "version"), spec["version"], sources)
         out["taskRoles"] = _deployment_roles(
-            issues, join(path, "taskRoles"), spec.get("taskRoles"), roles
+            issues, (path, "taskRoles"), spec.get("taskRoles"), roles
         )
         result.append(out)
     return result
 
 
 def _deployment_roles(
-    issues: Issues, path: str, value: object, roles: set[str] | None
+    issues: Issues, path: Where, value: object, roles: set[str] | None
 ) -> dict[str, Any]:
     entries = object_or_empty(issues, path, value)
     result: dict[str, Any] = {}
     for name, entry in entries.items():
-        where = join(path, name)
+        where = (path, name)
         if roles is not None and name not in roles:
             issues.add(where, f"no task role named {show(name)}")
         spec = object_or_empty(issues, where, entry)
@@ -61,7 +61,7 @@ def _deployment_roles(
         result[name] = {}
         for key in ("preCommands", "postCommands"):
             if given(spec, key):
-                result[name][key] = want_strings(issues, join(where, key), spec[key]) or []
+                result[name][key] = want_strings(issues, (where, key), spec[key]) or []
     return result
 
 

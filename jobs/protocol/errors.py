@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,8 @@ class Issues:
 
     items: list[ProtocolIssue] = field(default_factory=list)
 
-    def add(self, path: str, message: str) -> None:
-        self.items.append(ProtocolIssue(path, message))
+    def add(self, path: Where, message: str) -> None:
+        self.items.append(ProtocolIssue(spell(path), message))
 
     def raise_if_any(self) -> None:
         if self.items:
@@ -44,6 +45,20 @@ class Issues:
 
     def __bool__(self) -> bool:
         return bool(self.items)
+
+
+# Where a value is: a path string, or (lazily, as checks go down) ``(parent, key)``, which
+# ``spell`` joins only when an issue is reported: most values checked have none.
+Where: TypeAlias = "str | tuple[Where, str | int]"
+
+
+def spell(path: Where) -> str:
+    """The path string of ``path``: ``spell((("taskRoles", "w"), "commands"))`` is
+    "taskRoles.w.commands", as ``join`` spells it."""
+    if isinstance(path, str):
+        return path
+    parent, key = path
+    return join(spell(parent), key)
 
 
 def join(path: str, key: str | int) -> str:

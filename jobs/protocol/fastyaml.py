@@ -21,12 +21,17 @@ from typing import Any
 
 import yaml
 
+from jobs.protocol.errors import Where
+
 try:
     import ryml
 except ImportError:  # pragma: no cover - the dependency is declared; PyYAML alone still works
     ryml = None
 
 MAX_DEPTH = 100  # deeper documents go to PyYAML (to_plain refuses them after 64 levels)
+MAX_PLAIN_DEPTH = 60  # deeper, or with more nodes, to_plain checks the data (load_noting)
+MAX_PLAIN_NODES = 100_000
+_SMALL = 2**256  # to_plain's bound on ints
 
 # What PyYAML's reader refuses, plus what YAML 1.1 reads as a line break (or BOM) and YAML 1.2
 # does not; tabs and carriage returns, which the two read differently in corner cases. (Text
@@ -36,6 +41,7 @@ _UNSURE_CHARS = re.compile(
 )
 # What may follow the | or > of a block scalar: at most one chomping and one indentation (1-9)
 # indicator, then a comment or nothing. rapidyaml lets through some headers PyYAML refuses.
+_ASCII_SURE = bytes(range(0x20, 0x7F)) + b"\n"  # _UNSURE_CHARS's complement, in ASCII
 _BLOCK_HEADER = re.compile(r"(?:[-+][1-9]?|[1-9][-+]?)?(?:[ ]+#[^\n]*|[ ]*)(?:\n|\Z)")
 _EXPLICIT_KEY = re.compile(r"^[ -]*\?(?:[ ]|$)", re.MULTILINE)  # rapidyaml is laxer after one
 _YAML_DIRECTIVE = re.compile(r"%YAML[ ]+1\.[0-9]+[ ]*(?:#[^\n]*)?\n")
@@ -50,9 +56,22 @@ def load(text: str, loader: yaml.SafeLoader) -> Any:
 
     ``loader`` lends its resolvers and scalar constructors (which keep no state).
     """
+    return load_noting(text, loader)[0]
+
+
+Found = tuple[Any, Any, Where]  # (container, key or index, where): a value to look at
+
+
+def load_noting(text: str, loader: yaml.SafeLoader) -> tuple[Any, list[Found] | None]:
+    """``load``'s data, and where it has a resolved value other than a string, boolean, null
+    or small int (a float, a date, a big int): the only values ``plain.to_plain`` might change
+    or refuse. None instead when to_plain must look at it all (odd keys, nesting, size)."""
     if ryml is None or None in loader.yaml_implicit_resolvers:
         raise Unsupported
-    if not text.replace("\n", "").isprintable() and _UNSURE_CHARS.search(text):
+    if text.isascii():  # the common case, much faster than isprintable
+        if text.encode("ascii").translate(None, _ASCII_SURE):
+            raise Unsupported
+    elif not text.replace("\n", "").isprintable() and _UNSURE_CHARS.search(text):
         raise Unsupported
     if (text.startswith("%") or "\n%" in text) and not _only_a_yaml_directive(text):
         raise Unsupported
@@ -77,7 +96,10 @@ def load(text: str, loader: yaml.SafeLoader) -> Any:
         kind = _TYPE(handle, root)
     if kind & _KEY or not kind & (_MAP | _SEQ | _VAL):
         raise Unsupported
-    return _Builder(handle, loader).node(root, kind, 0)
+    builder = _Builder(handle, loader)
+    data = builder.node(root, kind, 0, "")
+    plain = builder.plain and _SIZE(handle) < MAX_PLAIN_NODES
+    return data, builder.found if plain else None
 
 
 class _Builder:
@@ -89,50 +111,81 @@ class _Builder:
         self.resolvers: dict[Any, list[tuple[str, re.Pattern[str]]]]
         self.resolvers = loader.yaml_implicit_resolvers
         self.words = _words(loader)
+        self.found: list[Found] = []
+        self.plain = True  # no resolved key, no deep nesting: see load_noting
+        # With YAML 1.1's own resolvers and int constructor, ASCII digits (no leading zero)
+        # are an int: the float and timestamp patterns tried first need a "." or a "-".
+        self.digits = (
+            self.resolvers is yaml.resolver.Resolver.yaml_implicit_resolvers
+            and loader.yaml_constructors.get(_INT) is _CONSTRUCT_INT
+        )
 
-    def node(self, node: int, kind: int, depth: int) -> Any:
+    def node(self, node: int, kind: int, depth: int, where: Where) -> Any:
         if kind & _REJECT or depth > MAX_DEPTH:
             raise Unsupported
+        if depth >= MAX_PLAIN_DEPTH:
+            self.plain = False
         handle, resolvers, words = self.handle, self.resolvers, self.words
+        type_of, next_sibling, val_text = _TYPE, _NEXT_SIBLING, _VAL_TEXT
         if kind & _MAP:
             result: dict[Any, Any] = {}
+            key_text = _KEY_TEXT
             child = _FIRST_CHILD(handle, node)
             while child != _NONE:
-                kind = _TYPE(handle, child)
-                raw = _KEY_TEXT(handle, child)
+                kind = type_of(handle, child)
+                raw = key_text(handle, child)
                 if raw is None:  # "? " or ":" with no key: PyYAML may refuse it
                     raise Unsupported
                 key: Any = str(raw, "utf-8")
+                first = key[:1]
                 # PyYAML refuses a key over 1024 characters or lines, which rapidyaml may pass
                 # (a quoted key may hide its line breaks): those go to PyYAML, as odd keys do.
-                if kind & _KEY_STYLED or len(raw) > 1000 or key[:1] in _INDICATORS:
+                if kind & _KEY_STYLED or len(raw) > 1000 or first in _INDICATORS:
                     raise Unsupported
-                first = key[:1]
                 if first in resolvers and (key in words or not first.isalpha()):
                     key = self.resolve(key)
+                    self.plain = self.plain and key.__class__ is str
                 if key in result:  # PyYAML's loader says where
                     raise Unsupported
                 if kind & _CONTAINER:
-                    result[key] = self.node(child, kind, depth + 1)
-                else:
-                    result[key] = self.scalar(child, kind)
-                child = _NEXT_SIBLING(handle, child)
+                    result[key] = self.node(child, kind, depth + 1, (where, key))
+                elif kind & _SCALAR_CHECK != _VAL:
+                    raise Unsupported
+                else:  # a scalar (as ``scalar``, inlined)
+                    raw = val_text(handle, child)
+                    value: Any = "" if raw is None else str(raw, "utf-8")
+                    if not kind & _VAL_STYLED:  # quoted or a block: a string
+                        first = value[:1]
+                        if first in _INDICATORS:  # rapidyaml lets some through
+                            raise Unsupported
+                        if first in resolvers and (value in words or not first.isalpha()):
+                            value = self.resolve(value)
+                            if value.__class__ is not str and not _kept(value):
+                                self.found.append((result, key, (where, key)))
+                    result[key] = value
+                child = next_sibling(handle, child)
             return result
         if kind & _SEQ:
             items: list[Any] = []
             child = _FIRST_CHILD(handle, node)
             while child != _NONE:
-                kind = _TYPE(handle, child)
+                kind = type_of(handle, child)
                 if kind & _CONTAINER:
-                    items.append(self.node(child, kind, depth + 1))
+                    items.append(self.node(child, kind, depth + 1, (where, len(items))))
                 else:
-                    items.append(self.scalar(child, kind))
-                child = _NEXT_SIBLING(handle, child)
+                    value = self.scalar(child, kind)
+                    if value.__class__ is not str and not _kept(value):
+                        self.found.append((items, len(items), (where, len(items))))
+                    items.append(value)
+                child = next_sibling(handle, child)
             return items
-        return self.scalar(node, kind)
+        value = self.scalar(node, kind)
+        if value.__class__ is not str and not _kept(value):
+            self.plain = False
+        return value
 
     def scalar(self, node: int, kind: int) -> Any:
-        if kind & _REJECT or not kind & _VAL:
+        if kind & _SCALAR_CHECK != _VAL:
             raise Unsupported
         raw = _VAL_TEXT(self.handle, node)
         value = "" if raw is None else str(raw, "utf-8")
@@ -147,6 +200,11 @@ class _Builder:
 
     def resolve(self, value: str) -> Any:
         """A plain scalar as PyYAML reads it (its implicit resolvers, then constructors)."""
+        if self.digits and value.isdigit() and value.isascii():
+            if value[0] != "0":
+                return int(value)
+            if value == "0":
+                return 0
         for tag, pattern in self.resolvers[value[:1]]:
             if pattern.match(value):
                 if tag == _INT and value.isascii() and value.isdigit() and value[0] != "0":
@@ -156,6 +214,12 @@ class _Builder:
                 loader = self.loader
                 return loader.yaml_constructors[tag](loader, yaml.ScalarNode(tag, value))
         return value
+
+
+def _kept(value: object) -> bool:
+    """A resolved value that ``plain.to_plain`` keeps as it is."""
+    kind = value.__class__
+    return kind is bool or value is None or (kind is int and -_SMALL < value < _SMALL)  # type: ignore[operator]
 
 
 _WORDS: dict[type, frozenset[str]] = {}
@@ -204,6 +268,7 @@ def _only_a_yaml_directive(text: str) -> bool:
 
 
 _INT = "tag:yaml.org,2002:int"
+_CONSTRUCT_INT = yaml.constructor.SafeConstructor.construct_yaml_int
 _INDICATORS = frozenset(",[]{}#&*!|>'\"%@`")  # no plain scalar starts with one
 _SCALAR_TAGS = frozenset(
     f"tag:yaml.org,2002:{name}" for name in ("null", "bool", "int", "float", "timestamp")
@@ -215,6 +280,7 @@ if ryml is not None:
     _FIRST_CHILD = _api.Tree_first_child
     _NEXT_SIBLING = _api.Tree_next_sibling
     _NUM_CHILDREN = _api.Tree_num_children
+    _SIZE = _api.Tree_size
     _KEY_TEXT = _api.Tree_key
     _VAL_TEXT = _api.Tree_val
     _NONE = ryml.NONE
@@ -226,3 +292,4 @@ if ryml is not None:
     _REJECT = (
         ryml.KEYTAG | ryml.VALTAG | ryml.KEYANCH | ryml.VALANCH | ryml.KEYREF | ryml.VALREF
     ) | (ryml.KEY_UNFILT | ryml.VAL_UNFILT | ryml.FLOW_SL | ryml.FLOW_ML)
+    _SCALAR_CHECK = _REJECT | _VAL  # a scalar has VAL and nothing of _REJECT

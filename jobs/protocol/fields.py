@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from jobs.protocol.errors import Issues, join, show
+from jobs.protocol.errors import Issues, Where, show
 
 C_IDENTIFIER = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 MAX_COUNT = 2**31 - 1
@@ -19,7 +19,7 @@ def is_int(value: object) -> bool:
 
 
 def want_int(
-    issues: Issues, path: str, value: object, minimum: int, *, minus_one: bool = False
+    issues: Issues, path: Where, value: object, minimum: int, *, minus_one: bool = False
 ) -> int | None:
     """An integer >= ``minimum`` (or -1 when ``minus_one``), at most ``MAX_COUNT``."""
     if is_int(value):
@@ -36,7 +36,7 @@ def want_int(
     return None
 
 
-def want_str(issues: Issues, path: str, value: object, *, non_empty: bool = False) -> str | None:
+def want_str(issues: Issues, path: Where, value: object, *, non_empty: bool = False) -> str | None:
     if not isinstance(value, str):
         issues.add(path, f"must be a string, got {show(value)}")
         return None
@@ -46,7 +46,7 @@ def want_str(issues: Issues, path: str, value: object, *, non_empty: bool = Fals
     return value
 
 
-def want_match(issues: Issues, path: str, value: object, pattern: re.Pattern[str]) -> str | None:
+def want_match(issues: Issues, path: Where, value: object, pattern: re.Pattern[str]) -> str | None:
     text = want_str(issues, path, value)
     if text is None:
         return None
@@ -56,21 +56,21 @@ def want_match(issues: Issues, path: str, value: object, pattern: re.Pattern[str
     return text
 
 
-def want_bool(issues: Issues, path: str, value: object) -> bool | None:
+def want_bool(issues: Issues, path: Where, value: object) -> bool | None:
     if not isinstance(value, bool):
         issues.add(path, f"must be true or false, got {show(value)}")
         return None
     return value
 
 
-def want_dict(issues: Issues, path: str, value: object) -> dict[str, Any] | None:
+def want_dict(issues: Issues, path: Where, value: object) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         issues.add(path, f"must be an object, got {show(value)}")
         return None
     return value
 
 
-def want_list(issues: Issues, path: str, value: object) -> list[Any] | None:
+def want_list(issues: Issues, path: Where, value: object) -> list[Any] | None:
     if not isinstance(value, list):
         issues.add(path, f"must be a list, got {show(value)}")
         return None
@@ -78,7 +78,7 @@ def want_list(issues: Issues, path: str, value: object) -> list[Any] | None:
 
 
 def want_strings(
-    issues: Issues, path: str, value: object, *, non_empty: bool = False
+    issues: Issues, path: Where, value: object, *, non_empty: bool = False
 ) -> list[str] | None:
     """A list of strings (each item checked, so every bad one is reported)."""
     if not isinstance(value, list):
@@ -90,12 +90,12 @@ def want_strings(
     good = True
     for index, item in enumerate(value):
         if not isinstance(item, str):
-            issues.add(join(path, index), f"must be a string, got {show(item)}")
+            issues.add((path, index), f"must be a string, got {show(item)}")
             good = False
     return list(value) if good else None
 
 
-def want_one_of(issues: Issues, path: str, value: object, choices: Iterable[str]) -> str | None:
+def want_one_of(issues: Issues, path: Where, value: object, choices: Iterable[str]) -> str | None:
     options = list(choices)
     if isinstance(value, str) and value in options:
         return value
@@ -104,7 +104,7 @@ def want_one_of(issues: Issues, path: str, value: object, choices: Iterable[str]
 
 
 def unknown_keys(
-    issues: Issues, path: str, mapping: dict[str, Any], allowed: Iterable[str]
+    issues: Issues, path: Where, mapping: dict[str, Any], allowed: Iterable[str]
 ) -> None:
     """An issue for each key of ``mapping`` that is not ``allowed`` (with a guess at the typo)."""
     known = list(allowed)
@@ -112,7 +112,7 @@ def unknown_keys(
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f' (did you mean "{close[0]}"?)' if close else ""
-            issues.add(join(path, key), f"unknown field{hint}")
+            issues.add((path, key), f"unknown field{hint}")
 
 
 def given(mapping: dict[str, Any], key: str) -> bool:

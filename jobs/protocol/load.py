@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.protocol.errors import Issues, ProtocolError, show
-from jobs.protocol.parse import parse_text
+from jobs.protocol.parse import parse_job
 from jobs.protocol.plain import to_plain
 from jobs.protocol.v1 import convert_v1, looks_like_v1
 from jobs.protocol.v2 import check_v2
@@ -26,8 +26,8 @@ class LoadedJob:
 def load_job(text: str | bytes) -> LoadedJob:
     """Parse and check a job file (v1 JSON, v2 YAML or v2 JSON); raises ProtocolError only."""
     try:
-        document, _syntax = parse_text(text)
-        return _normalise(document)
+        document, sources = parse_job(text)
+        return _normalise(document, sources)
     except ProtocolError:
         raise
     except RecursionError:
@@ -48,10 +48,14 @@ def normalise(document: object) -> LoadedJob:
         raise ProtocolError.single("", f"{INTERNAL} ({type(exc).__name__})") from exc
 
 
-def _normalise(document: object) -> LoadedJob:
+def _normalise(document: object, sources: dict[str, str] | None = None) -> LoadedJob:
+    """``sources``: from ``parse_job``, which vouches that the document is plain already."""
     issues = Issues()
-    doc, sources = to_plain(document, issues)
-    issues.raise_if_any()
+    if sources is None:
+        doc, sources = to_plain(document, issues)
+        issues.raise_if_any()
+    else:
+        doc = document
     if not isinstance(doc, dict):
         raise ProtocolError.single(
             "", f"a job must be an object (a mapping of fields), got {show(doc)}"

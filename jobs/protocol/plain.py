@@ -12,7 +12,8 @@ import datetime as dt
 import math
 from typing import Any
 
-from jobs.protocol.errors import Issues, join, show
+from jobs.protocol.errors import Issues, join, show, spell
+from jobs.protocol.fastyaml import Found
 
 MAX_DEPTH = 64
 MAX_NODES = 200_000
@@ -23,11 +24,6 @@ MAX_INT_BITS = 256
 # are not too large; a float may be infinite or remember its spelling, so floats are walked.
 _LEAVES = frozenset({str, bool, type(None)})
 _SMALL = 2**MAX_INT_BITS
-
-
-def _is_leaf(value: object) -> bool:
-    kind = value.__class__
-    return kind in _LEAVES or (kind is int and -_SMALL < value < _SMALL)
 
 
 class _Budget:
@@ -43,13 +39,41 @@ def to_plain(value: object, issues: Issues) -> tuple[Any, dict[str, str]]:
     Also returns how each YAML float was spelt, by path (``{"version": "1.10"}``).
     """
     budget = _Budget()
-    result = _walk(value, "", 0, budget, issues)
+    result = _walk(value, (), 0, budget, issues)
     if budget.exhausted:
         issues.add("", f"the document is too big once expanded (more than {MAX_NODES} values)")
     return result, budget.float_sources
 
 
-def _walk(value: object, path: str, depth: int, budget: _Budget, issues: Issues) -> Any:
+def vouched(data: Any, found: list[Found]) -> tuple[Any, dict[str, str]] | None:
+    """What ``to_plain`` returns for ``data`` from ``fastyaml.load_noting`` (with what it
+    found), made in place, when all it found are finite floats; None when to_plain must look.
+    """
+    for container, key, _where in found:
+        value = container[key]
+        if not isinstance(value, float) or not math.isfinite(value):
+            return None
+    sources: dict[str, str] = {}
+    for container, key, where in found:
+        value = container[key]
+        source = getattr(value, "source", "")
+        if source:
+            sources[spell(where)] = source
+        container[key] = float(value)
+    return data, sources
+
+
+def _path(parts: tuple[str | int, ...]) -> str:
+    """The path of ``parts``, joined only when needed (for an issue or a float's spelling)."""
+    path = ""
+    for part in parts:
+        path = join(path, part)
+    return path
+
+
+def _walk(
+    value: object, parts: tuple[str | int, ...], depth: int, budget: _Budget, issues: Issues
+) -> Any:
     if budget.exhausted:
         return None
     budget.nodes += 1
@@ -57,53 +81,93 @@ def _walk(value: object, path: str, depth: int, budget: _Budget, issues: Issues)
         budget.exhausted = True
         return None
     if depth > MAX_DEPTH:
-        issues.add(path, f"nested more than {MAX_DEPTH} levels deep")
+        issues.add(_path(parts), f"nested more than {MAX_DEPTH} levels deep")
         return None
-    if value is None or isinstance(value, bool | str):
+    kind = value.__class__
+    if kind is dict:  # the common cases first (exactly these classes: no other check matches)
+        return _walk_dict(value, parts, depth, budget, issues)  # type: ignore[arg-type]
+    if kind is list and depth < MAX_DEPTH:
+        return _walk_list(value, parts, depth, budget, issues)  # type: ignore[arg-type]
+    if value is None or isinstance(value, _BOOL_STR):
         return value
     if isinstance(value, int):
         if value.bit_length() > MAX_INT_BITS:
-            issues.add(path, f"the integer is too large ({show(value)})")
+            issues.add(_path(parts), f"the integer is too large ({show(value)})")
             return None
         return int(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            issues.add(path, f"must be a finite number, got {value!r}")
+            issues.add(_path(parts), f"must be a finite number, got {value!r}")
             return None
         source = getattr(value, "source", "")
         if source:
-            budget.float_sources[path] = source
+            budget.float_sources[_path(parts)] = source
         return float(value)
-    if isinstance(value, dt.date | dt.datetime):
+    if isinstance(value, _DATES):
         return value.isoformat()
     if isinstance(value, dict):
-        result: dict[str, Any] = {}
-        leaves = depth < MAX_DEPTH  # a leaf below may be taken as it is (counted, not walked)
-        for key, item in value.items():
-            if not isinstance(key, str):
-                issues.add(path, f"keys must be strings, got {show(key)}")
-                continue
-            if leaves and _is_leaf(item) and budget.nodes < MAX_NODES:
-                budget.nodes += 1
-                result[key] = item
-            else:
-                result[key] = _walk(item, join(path, key), depth + 1, budget, issues)
-        return result
-    if isinstance(value, list | tuple):
+        return _walk_dict(value, parts, depth, budget, issues)
+    if isinstance(value, _SEQUENCES):
         if depth < MAX_DEPTH:
-            items: list[Any] = []
-            for index, item in enumerate(value):
-                if _is_leaf(item) and budget.nodes < MAX_NODES:
-                    budget.nodes += 1
-                    items.append(item)
-                else:
-                    items.append(_walk(item, join(path, index), depth + 1, budget, issues))
-            return items
+            return _walk_list(value, parts, depth, budget, issues)
         return [
-            _walk(item, join(path, index), depth + 1, budget, issues)
+            _walk(item, (*parts, index), depth + 1, budget, issues)
             for index, item in enumerate(value)
         ]
     issues.add(
-        path, f"must be JSON data (string, number, boolean, list, object), got {show(value)}"
+        _path(parts),
+        f"must be JSON data (string, number, boolean, list, object), got {show(value)}",
     )
     return None
+
+
+_BOOL_STR = (bool, str)
+_DATES = (dt.date, dt.datetime)
+_SEQUENCES = (list, tuple)
+
+
+def _walk_dict(
+    value: dict[Any, Any],
+    parts: tuple[str | int, ...],
+    depth: int,
+    budget: _Budget,
+    issues: Issues,
+) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    leaves = depth < MAX_DEPTH  # a leaf below may be taken as it is (counted, not walked)
+    for key, item in value.items():
+        if not isinstance(key, str):
+            issues.add(_path(parts), f"keys must be strings, got {show(key)}")
+            continue
+        kind = item.__class__  # a leaf (one of _LEAVES, or a small int)
+        if (
+            leaves
+            and (kind in _LEAVES or (kind is int and -_SMALL < item < _SMALL))
+            and budget.nodes < MAX_NODES
+        ):
+            budget.nodes += 1
+            result[key] = item
+        else:
+            result[key] = _walk(item, (*parts, key), depth + 1, budget, issues)
+    return result
+
+
+def _walk_list(
+    value: list[Any] | tuple[Any, ...],
+    parts: tuple[str | int, ...],
+    depth: int,
+    budget: _Budget,
+    issues: Issues,
+) -> list[Any]:
+    """A list below MAX_DEPTH, whose leaves may be taken as they are."""
+    items: list[Any] = []
+    for index, item in enumerate(value):
+        kind = item.__class__
+        if (kind in _LEAVES or (kind is int and -_SMALL < item < _SMALL)) and (
+            budget.nodes < MAX_NODES
+        ):
+            budget.nodes += 1
+            items.append(item)
+        else:
+            items.append(_walk(item, (*parts, index), depth + 1, budget, issues))
+    return items

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.protocol.errors import Issues, join, show
+from jobs.protocol.errors import Issues, Where, show, spell
 from jobs.protocol.fields import (
     given,
     is_int,
@@ -36,12 +36,12 @@ def is_version_two(value: object) -> bool:
     return value == "2" or (is_int(value) and value == 2)
 
 
-def version_text(issues: Issues, path: str, value: object, sources: dict[str, str]) -> str | None:
+def version_text(issues: Issues, path: Where, value: object, sources: dict[str, str]) -> str | None:
     """``version`` as a string: YAML ``1.0`` is "1.0" (as written), ``3`` is "3"."""
     if isinstance(value, str):
         return value
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return sources.get(path) or str(value)
+        return (sources.get(spell(path)) if sources else None) or str(value)
     issues.add(path, f"must be a string, got {show(value)}")
     return None
 
@@ -55,9 +55,9 @@ def check_prerequisites(
     if items is None:
         return []
     result: list[dict[str, Any]] = []
-    seen: dict[str, str] = {}
+    seen: dict[str, Where] = {}
     for index, item in enumerate(items):
-        path = join("prerequisites", index)
+        path = ("prerequisites", index)
         spec = want_dict(issues, path, item)
         if spec is None:
             continue
@@ -65,7 +65,9 @@ def check_prerequisites(
         name = out.get("name")
         if isinstance(name, str):
             if name in seen:
-                issues.add(join(path, "name"), f"duplicate prerequisite name (also {seen[name]})")
+                issues.add(
+                    (path, "name"), f"duplicate prerequisite name (also {spell(seen[name])})"
+                )
             else:
                 seen[name] = path
         result.append(out)
@@ -74,48 +76,48 @@ def check_prerequisites(
 
 
 def _check_one(
-    issues: Issues, path: str, spec: dict[str, Any], sources: dict[str, str]
+    issues: Issues, path: Where, spec: dict[str, Any], sources: dict[str, str]
 ) -> dict[str, Any]:
     out = {key: val for key, val in spec.items() if key not in KNOWN or val is not None}
     if given(spec, "name"):
-        want_str(issues, join(path, "name"), spec["name"], non_empty=True)
+        want_str(issues, (path, "name"), spec["name"], non_empty=True)
     else:
-        issues.add(join(path, "name"), "is required")
+        issues.add((path, "name"), "is required")
     kind: str | None = None
     if given(spec, "type"):
-        kind = want_one_of(issues, join(path, "type"), spec["type"], TYPES)
+        kind = want_one_of(issues, (path, "type"), spec["type"], TYPES)
     else:
-        issues.add(join(path, "type"), "is required")
+        issues.add((path, "type"), "is required")
     if given(spec, "protocolVersion") and not is_version_two(spec["protocolVersion"]):
-        issues.add(join(path, "protocolVersion"), f"must be 2, got {show(spec['protocolVersion'])}")
+        issues.add((path, "protocolVersion"), f"must be 2, got {show(spec['protocolVersion'])}")
     if given(spec, "version"):
-        text = version_text(issues, join(path, "version"), spec["version"], sources)
+        text = version_text(issues, (path, "version"), spec["version"], sources)
         if text is not None:
             out["version"] = text
     for key in ("contributor", "description", "plugin"):
         if given(spec, key):
-            want_str(issues, join(path, key), spec[key])
+            want_str(issues, (path, key), spec[key])
     _check_uri(issues, path, spec, kind)
     if given(spec, "auth"):
         if kind is not None and kind != "dockerimage":
-            issues.add(join(path, "auth"), "only a dockerimage prerequisite may have auth")
-        auth = want_dict(issues, join(path, "auth"), spec["auth"])
+            issues.add((path, "auth"), "only a dockerimage prerequisite may have auth")
+        auth = want_dict(issues, (path, "auth"), spec["auth"])
         if auth is not None:
-            unknown_keys(issues, join(path, "auth"), auth, AUTH_KEYS)
+            unknown_keys(issues, (path, "auth"), auth, AUTH_KEYS)
             for key in AUTH_KEYS:
                 if given(auth, key):
-                    want_str(issues, join(join(path, "auth"), key), auth[key])
+                    want_str(issues, ((path, "auth"), key), auth[key])
     if given(spec, "require"):
-        want_strings(issues, join(path, "require"), spec["require"])
+        want_strings(issues, (path, "require"), spec["require"])
     if given(spec, "failurePolicy"):
-        want_one_of(issues, join(path, "failurePolicy"), spec["failurePolicy"], POLICIES)
+        want_one_of(issues, (path, "failurePolicy"), spec["failurePolicy"], POLICIES)
     if given(spec, "callbacks"):
-        _check_callbacks(issues, join(path, "callbacks"), spec["callbacks"])
+        _check_callbacks(issues, (path, "callbacks"), spec["callbacks"])
     return out
 
 
-def _check_uri(issues: Issues, path: str, spec: dict[str, Any], kind: str | None) -> None:
-    uri_path = join(path, "uri")
+def _check_uri(issues: Issues, path: Where, spec: dict[str, Any], kind: str | None) -> None:
+    uri_path = (path, "uri")
     if not given(spec, "uri"):
         if kind == "dockerimage":
             issues.add(uri_path, "is required")
@@ -130,26 +132,24 @@ def _check_uri(issues: Issues, path: str, spec: dict[str, Any], kind: str | None
         want_str(issues, uri_path, uri, non_empty=kind == "dockerimage")
 
 
-def _check_callbacks(issues: Issues, path: str, value: object) -> None:
+def _check_callbacks(issues: Issues, path: Where, value: object) -> None:
     callbacks = want_list(issues, path, value)
     for index, item in enumerate(callbacks or []):
-        item_path = join(path, index)
+        item_path = (path, index)
         callback = want_dict(issues, item_path, item)
         if callback is None:
             continue
         unknown_keys(issues, item_path, callback, ("event", "commands", "failurePolicy"))
         if given(callback, "event"):
-            want_one_of(issues, join(item_path, "event"), callback["event"], EVENTS)
+            want_one_of(issues, (item_path, "event"), callback["event"], EVENTS)
         else:
-            issues.add(join(item_path, "event"), "is required")
+            issues.add((item_path, "event"), "is required")
         if given(callback, "commands"):
-            want_strings(issues, join(item_path, "commands"), callback["commands"], non_empty=True)
+            want_strings(issues, (item_path, "commands"), callback["commands"], non_empty=True)
         else:
-            issues.add(join(item_path, "commands"), "is required")
+            issues.add((item_path, "commands"), "is required")
         if given(callback, "failurePolicy"):
-            want_one_of(
-                issues, join(item_path, "failurePolicy"), callback["failurePolicy"], POLICIES
-            )
+            want_one_of(issues, (item_path, "failurePolicy"), callback["failurePolicy"], POLICIES)
 
 
 def _check_requires(issues: Issues, prereqs: list[dict[str, Any]]) -> None:
@@ -165,7 +165,7 @@ def _check_requires(issues: Issues, prereqs: list[dict[str, Any]]) -> None:
                 continue
             if needed not in names:
                 issues.add(
-                    join(join(join("prerequisites", index), "require"), position),
+                    ((("prerequisites", index), "require"), position),
                     f"no prerequisite named {show(needed)}",
                 )
             else:
@@ -175,7 +175,7 @@ def _check_requires(issues: Issues, prereqs: list[dict[str, Any]]) -> None:
         cycle = _find_cycle(graph, start)
         if cycle and not reported.intersection(cycle):
             reported.update(cycle)
-            path = join(join("prerequisites", names[cycle[0]]), "require")
+            path = (("prerequisites", names[cycle[0]]), "require")
             issues.add(path, "requirement cycle: " + " -> ".join([*cycle, cycle[0]]))
 
 

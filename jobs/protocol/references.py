@@ -20,15 +20,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.protocol.errors import Issues, join
+from jobs.protocol.errors import Issues, Where
 
 REFERENCE = re.compile(r"<%(.*?)%>", re.DOTALL)
 _SHAPE = re.compile(r"^(\$[A-Za-z_]+|this\.parameters)((?:\.[^.\[\]\s]+|\[[0-9]+\])*)$")
 _STEP = re.compile(r"\.([^.\[\]\s]+)|\[([0-9]+)\]")
+# The common case, a root and one key (``<% $data.name %>``): resolved without normalising.
+_SIMPLE = re.compile(r"\s*(\$[A-Za-z_]+|this\.parameters)\.([^.\[\]\s]+)\s*\Z")
 SELECTIONS = {"$data": "data", "$output": "output", "$script": "script"}
 
 
 UNCHECKED = object()  # a root whose value was invalid: references into it are not reported
+_MISSING = object()
 
 
 class UnknownReference(Exception):
@@ -43,10 +46,14 @@ class Scope:
     absent: dict[str, str] = field(default_factory=dict)
 
 
-def role_scope(job: dict[str, Any], role: str) -> Scope:
-    """The scope of a task role's commands and its deployment pre/post commands."""
+def role_scope(
+    job: dict[str, Any], role: str, prereqs: dict[str, dict[str, Any]] | None = None
+) -> Scope:
+    """The scope of a task role's commands and its deployment pre/post commands
+    (``prereqs``: ``prerequisites_by_name(job)``, when the caller has it already)."""
     spec = job.get("taskRoles", {}).get(role, {})
-    prereqs = prerequisites_by_name(job)
+    if prereqs is None:
+        prereqs = prerequisites_by_name(job)
     scope = _base(job)
     for root, key in [*SELECTIONS.items(), ("$dockerImage", "dockerImage")]:
         selected = spec.get(key) if isinstance(spec, dict) else None
@@ -80,6 +87,14 @@ def _base(job: dict[str, Any]) -> Scope:
 
 def resolve(reference: str, scope: Scope) -> Any:
     """The value a reference's inner text names; raises UnknownReference."""
+    simple = _SIMPLE.match(reference)
+    if simple is not None:
+        root, key = simple.groups()
+        value = scope.roots.get(root, _MISSING)
+        if value is UNCHECKED:
+            return ""
+        if value.__class__ is dict and key in value:
+            return value[key]
     text = " ".join(reference.split())
     shape = _SHAPE.match(text)
     if shape is None:
@@ -113,24 +128,40 @@ def as_text(value: Any) -> str:
 
 def render(text: str, scope: Scope) -> str:
     """``text`` with each reference replaced; raises UnknownReference."""
-    return REFERENCE.sub(lambda match: as_text(resolve(match.group(1), scope)), text)
+    if text.__class__ is str and "<%" not in text:
+        return text
+    parts = REFERENCE.split(text)  # text, reference, text, ..., text
+    for index in range(1, len(parts), 2):
+        parts[index] = as_text(resolve(parts[index], scope))
+    return "".join(parts)
 
 
-def check(issues: Issues, path: str, text: object, scope: Scope) -> None:
+def check(issues: Issues, path: Where, text: object, scope: Scope) -> None:
     """An issue at ``path`` for each reference of ``text`` that names nothing."""
-    if not isinstance(text, str) or "<%" not in text:
-        return
-    for match in REFERENCE.finditer(text):
+    if isinstance(text, str) and "<%" in text:
+        _check(issues, path, text, scope)
+
+
+def _check(issues: Issues, path: Where, text: str, scope: Scope) -> None:
+    roots = scope.roots
+    for reference in REFERENCE.findall(text):
+        simple = _SIMPLE.match(reference)
+        if simple is not None:  # resolve's fast path, inlined
+            root, key = simple.groups()
+            value = roots.get(root, _MISSING)
+            if value is UNCHECKED or (value.__class__ is dict and key in value):
+                continue
         try:
-            resolve(match.group(1), scope)
+            resolve(reference, scope)
         except UnknownReference as exc:
             issues.add(path, str(exc))
 
 
-def check_strings(issues: Issues, path: str, texts: object, scope: Scope) -> None:
+def check_strings(issues: Issues, path: Where, texts: object, scope: Scope) -> None:
     if isinstance(texts, list):
         for index, text in enumerate(texts):
-            check(issues, join(path, index), text, scope)
+            if isinstance(text, str) and "<%" in text:
+                _check(issues, (path, index), text, scope)
 
 
 def check_job(issues: Issues, job: dict[str, Any], unchecked: frozenset[str] = frozenset()) -> None:
@@ -139,22 +170,23 @@ def check_job(issues: Issues, job: dict[str, Any], unchecked: frozenset[str] = f
     ``unchecked`` names roots ("$parameters", "$secrets") whose value was invalid.
     """
     roles = job.get("taskRoles", {})
-    job = {**job, **{root[1:]: UNCHECKED for root in unchecked}}
+    if unchecked:
+        job = {**job, **{root[1:]: UNCHECKED for root in unchecked}}
     for index, prereq in enumerate(job.get("prerequisites", [])):
         if not isinstance(prereq, dict):
             continue
-        path = join("prerequisites", index)
         auth = prereq.get("auth")
         if isinstance(auth, dict):
             scope = prerequisite_scope(job, prereq, auth=True)
             for key, value in auth.items():
-                check(issues, join(join(path, "auth"), key), value, scope)
+                if isinstance(value, str) and "<%" in value:
+                    _check(issues, ((("prerequisites", index), "auth"), key), value, scope)
         callbacks = prereq.get("callbacks")
         if isinstance(callbacks, list):
             scope = prerequisite_scope(job, prereq, auth=False)
             for position, callback in enumerate(callbacks):
                 if isinstance(callback, dict):
-                    where = join(join(join(path, "callbacks"), position), "commands")
+                    where: Where = (((("prerequisites", index), "callbacks"), position), "commands")
                     check_strings(issues, where, callback.get("commands"), scope)
     scopes: dict[str, Scope] = {}  # each role's scope, built once
 
@@ -165,7 +197,7 @@ def check_job(issues: Issues, job: dict[str, Any], unchecked: frozenset[str] = f
 
     for name, spec in roles.items():
         if isinstance(spec, dict):
-            where = join(join("taskRoles", name), "commands")
+            where = (("taskRoles", name), "commands")
             check_strings(issues, where, spec.get("commands"), scope_of(name))
     for index, deployment in enumerate(job.get("deployments", [])):
         entries = deployment.get("taskRoles") if isinstance(deployment, dict) else None
@@ -175,9 +207,9 @@ def check_job(issues: Issues, job: dict[str, Any], unchecked: frozenset[str] = f
             if name not in roles or not isinstance(entry, dict):
                 continue
             scope = scope_of(name)
-            base = join(join(join("deployments", index), "taskRoles"), name)
+            base = ((("deployments", index), "taskRoles"), name)
             for key in ("preCommands", "postCommands"):
-                check_strings(issues, join(base, key), entry.get(key), scope)
+                check_strings(issues, (base, key), entry.get(key), scope)
 
 
 def prerequisites_by_name(job: dict[str, Any]) -> dict[str, dict[str, Any]]:

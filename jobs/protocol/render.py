@@ -49,9 +49,10 @@ def render_role(
         if not chosen:
             raise ProtocolError.single("deployment", f"no deployment named {show(name)}")
         entry = chosen[0].get("taskRoles", {}).get(role) or {}
-    scope = references.role_scope(job, role)
+    prereqs = references.prerequisites_by_name(job)
+    scope = references.role_scope(job, role, prereqs)
     where = join("taskRoles", role)
-    folded = render_callbacks(job, role) if callbacks else []
+    folded = _callbacks(job, spec, prereqs) if callbacks else []
     pre = [cmd for cb in folded if cb.event == "containerStart" for cmd in _wrapped(cb)]
     post = [cmd for cb in folded if cb.event == "containerExit" for cmd in _wrapped(cb)]
     return RoleCommands(
@@ -64,8 +65,12 @@ def render_role(
 def render_callbacks(job: dict[str, Any], role: str) -> list[Callback]:
     """The callbacks of the prerequisites ``role`` uses: containerStart ones in dependency
     order (each after what it requires), then containerExit ones in the reverse order."""
-    spec = _role(job, role)
-    prereqs = references.prerequisites_by_name(job)
+    return _callbacks(job, _role(job, role), references.prerequisites_by_name(job))
+
+
+def _callbacks(
+    job: dict[str, Any], spec: dict[str, Any], prereqs: dict[str, dict[str, Any]]
+) -> list[Callback]:
     wanted = list(spec.get("prerequisites") or [])
     for key in ("dockerImage", "data", "script", "output"):
         if isinstance(spec.get(key), str) and spec[key] not in wanted:
@@ -76,8 +81,11 @@ def render_callbacks(job: dict[str, Any], role: str) -> list[Callback]:
     exits: list[Callback] = []
     for name in order:
         prereq = prereqs[name]
+        listed = prereq.get("callbacks") or []
+        if not listed:
+            continue
         scope = references.prerequisite_scope(job, prereq, auth=False)
-        for index, callback in enumerate(prereq.get("callbacks") or []):
+        for index, callback in enumerate(listed):
             path = f"prerequisites.{name}.callbacks[{index}].commands"
             rendered = Callback(
                 prerequisite=name,

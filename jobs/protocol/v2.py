@@ -12,7 +12,7 @@ from typing import Any
 
 from jobs.protocol import references
 from jobs.protocol.deployments import check_defaults, check_deployments, object_or_empty
-from jobs.protocol.errors import Issues, join, show
+from jobs.protocol.errors import Issues, Where, show
 from jobs.protocol.fields import (
     C_IDENTIFIER,
     given,
@@ -93,7 +93,7 @@ def _name(issues: Issues, value: object, pattern: re.Pattern[str]) -> str:
     return name or ""
 
 
-def _count(issues: Issues, path: str, value: object, minimum: int, default: int) -> int:
+def _count(issues: Issues, path: Where, value: object, minimum: int, default: int) -> int:
     if value is None:
         return default
     result = want_int(issues, path, value, minimum)
@@ -113,7 +113,7 @@ def _roles(
         issues.add("taskRoles", "must have at least one task role")
     result: dict[str, dict[str, Any]] = {}
     for name, spec in roles.items():
-        path = join("taskRoles", name)
+        path = ("taskRoles", name)
         pattern = V1_ROLE if from_v1 else C_IDENTIFIER
         if not pattern.match(name):
             issues.add(path, f"a task role name must match {pattern.pattern}")
@@ -124,47 +124,45 @@ def _roles(
 
 
 def _role(
-    issues: Issues, path: str, spec: dict[str, Any], kinds: dict[str, Any], label: re.Pattern[str]
+    issues: Issues, path: Where, spec: dict[str, Any], kinds: dict[str, Any], label: re.Pattern[str]
 ) -> dict[str, Any]:
     unknown_keys(issues, path, spec, ROLE_KEYS)
-    instances = _count(issues, join(path, "instances"), spec.get("instances"), 1, 1)
+    instances = _count(issues, (path, "instances"), spec.get("instances"), 1, 1)
     role: dict[str, Any] = {"instances": instances}
-    role["completion"] = _completion(issues, join(path, "completion"), spec, instances)
+    role["completion"] = _completion(issues, (path, "completion"), spec, instances)
     role["taskRetryCount"] = _count(
-        issues, join(path, "taskRetryCount"), spec.get("taskRetryCount"), 0, 0
+        issues, (path, "taskRetryCount"), spec.get("taskRetryCount"), 0, 0
     )
     listed: list[str] = []
     if given(spec, "prerequisites"):
-        listed = want_strings(issues, join(path, "prerequisites"), spec["prerequisites"]) or []
+        listed = want_strings(issues, (path, "prerequisites"), spec["prerequisites"]) or []
         for index, name in enumerate(listed):
             if _unknown(name, kinds):
-                issues.add(
-                    join(join(path, "prerequisites"), index), f"no prerequisite named {show(name)}"
-                )
+                issues.add(((path, "prerequisites"), index), f"no prerequisite named {show(name)}")
     image = spec.get("dockerImage")
     if image is None:
         images = [name for name in listed if kinds.get(name) == "dockerimage"]
         image = images[0] if len(images) == 1 else None
         if image is None:
-            issues.add(join(path, "dockerImage"), "is required")
-    role["dockerImage"] = _selection(issues, join(path, "dockerImage"), image, "dockerimage", kinds)
+            issues.add((path, "dockerImage"), "is required")
+    role["dockerImage"] = _selection(issues, (path, "dockerImage"), image, "dockerimage", kinds)
     for key in ("data", "output", "script"):
         if given(spec, key):
-            role[key] = _selection(issues, join(path, key), spec[key], key, kinds)
+            role[key] = _selection(issues, (path, key), spec[key], key, kinds)
     options = object_or_empty(
-        issues, join(path, "extraContainerOptions"), spec.get("extraContainerOptions")
+        issues, (path, "extraContainerOptions"), spec.get("extraContainerOptions")
     )
-    unknown_keys(issues, join(path, "extraContainerOptions"), options, ("shmMB", "infiniband"))
-    options_path = join(path, "extraContainerOptions")
-    shm = _count(issues, join(options_path, "shmMB"), options.get("shmMB"), 1, DEFAULT_SHM_MB)
-    infiniband = _flag(issues, join(options_path, "infiniband"), options.get("infiniband"))
+    unknown_keys(issues, (path, "extraContainerOptions"), options, ("shmMB", "infiniband"))
+    options_path = (path, "extraContainerOptions")
+    shm = _count(issues, (options_path, "shmMB"), options.get("shmMB"), 1, DEFAULT_SHM_MB)
+    infiniband = _flag(issues, (options_path, "infiniband"), options.get("infiniband"))
     role["extraContainerOptions"] = {"shmMB": shm, "infiniband": infiniband}
-    role["resourcePerInstance"] = _resources(issues, join(path, "resourcePerInstance"), spec, label)
+    role["resourcePerInstance"] = _resources(issues, (path, "resourcePerInstance"), spec, label)
     commands = None
     if not given(spec, "commands"):
-        issues.add(join(path, "commands"), "is required")
+        issues.add((path, "commands"), "is required")
     else:
-        commands = want_strings(issues, join(path, "commands"), spec["commands"], non_empty=True)
+        commands = want_strings(issues, (path, "commands"), spec["commands"], non_empty=True)
     role["commands"] = commands or []
     if given(spec, "prerequisites"):
         role["prerequisites"] = listed
@@ -176,11 +174,13 @@ def _unknown(name: str, kinds: dict[str, Any]) -> bool:
     return name not in kinds and "" not in kinds
 
 
-def _flag(issues: Issues, path: str, value: object) -> bool:
+def _flag(issues: Issues, path: Where, value: object) -> bool:
     return False if value is None else bool(want_bool(issues, path, value))
 
 
-def _completion(issues: Issues, path: str, spec: dict[str, Any], instances: int) -> dict[str, int]:
+def _completion(
+    issues: Issues, path: Where, spec: dict[str, Any], instances: int
+) -> dict[str, int]:
     completion = object_or_empty(issues, path, spec.get("completion"))
     unknown_keys(issues, path, completion, ("minFailedInstances", "minSucceededInstances"))
     result = {"minFailedInstances": 1, "minSucceededInstances": instances}
@@ -188,19 +188,17 @@ def _completion(issues: Issues, path: str, spec: dict[str, Any], instances: int)
         value = completion.get(key)
         if value is None:
             continue
-        count = want_int(issues, join(path, key), value, 1, minus_one=True)
+        count = want_int(issues, (path, key), value, 1, minus_one=True)
         if count is None:
             continue
         if count > instances:
-            issues.add(
-                join(path, key), f"must not be more than instances ({instances}), got {count}"
-            )
+            issues.add((path, key), f"must not be more than instances ({instances}), got {count}")
         result[key] = count
     return result
 
 
 def _selection(
-    issues: Issues, path: str, value: object, kind: str, kinds: dict[str, Any]
+    issues: Issues, path: Where, value: object, kind: str, kinds: dict[str, Any]
 ) -> str | None:
     name = want_str(issues, path, value) if value is not None else None
     if name is None:
@@ -213,7 +211,7 @@ def _selection(
 
 
 def _resources(
-    issues: Issues, path: str, spec: dict[str, Any], label: re.Pattern[str]
+    issues: Issues, path: Where, spec: dict[str, Any], label: re.Pattern[str]
 ) -> dict[str, Any]:
     if not given(spec, "resourcePerInstance"):
         issues.add(path, "is required")
@@ -223,14 +221,14 @@ def _resources(
     result: dict[str, Any] = {}
     for key, minimum in (("cpu", 1), ("memoryMB", 1), ("gpu", 0)):
         if not given(given_resources, key):
-            issues.add(join(path, key), "is required")
-        result[key] = _count(issues, join(path, key), given_resources.get(key), minimum, minimum)
-    ports = object_or_empty(issues, join(path, "ports"), given_resources.get("ports"))
+            issues.add((path, key), "is required")
+        result[key] = _count(issues, (path, key), given_resources.get(key), minimum, minimum)
+    ports = object_or_empty(issues, (path, "ports"), given_resources.get("ports"))
     result["ports"] = {}
     for name, count in ports.items():
         if not label.match(name):
-            issues.add(join(join(path, "ports"), name), f"a port label must match {label.pattern}")
-        result["ports"][name] = _count(issues, join(join(path, "ports"), name), count, 1, 1)
+            issues.add(((path, "ports"), name), f"a port label must match {label.pattern}")
+        result["ports"][name] = _count(issues, ((path, "ports"), name), count, 1, 1)
         if count is None:
-            issues.add(join(join(path, "ports"), name), "must be an integer >= 1, got null")
+            issues.add(((path, "ports"), name), "must be an integer >= 1, got null")
     return result
