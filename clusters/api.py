@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,6 +17,7 @@ from clusters.edit import delete, delete_problem, quota_problems
 from clusters.models import VirtualCluster
 from clusters.overview import VCView, overview
 from clusters.quota import Limit, Resources
+from jobs.api.schemas import ERRORS, MessageSerializer, VirtualClusterSerializer
 
 
 def error(code: str, message: str, status_code: int) -> Response:
@@ -32,6 +34,13 @@ def shape(r: Resources | Limit) -> dict[str, Any]:
     }
 
 
+def percent(part: int | None, whole: int | None) -> float:
+    """OpenPAI's capacity percentages, from vCores (an unlimited quota is 100%)."""
+    if part is None or not whole:
+        return 100.0
+    return round(100.0 * part / whole, 2)
+
+
 def vc_info(view: VCView, capacity: Limit) -> dict[str, Any]:
     vc = view.vc
     return {
@@ -45,6 +54,9 @@ def vc_info(view: VCView, capacity: Limit) -> dict[str, Any]:
         "numPendingJobs": view.waiting,
         "strictFifo": vc.strict_fifo,
         "openToAll": vc.open_to_all,
+        "capacity": percent(view.quota.cpu, capacity.cpu),
+        "usedCapacity": percent(view.used.cpu, capacity.cpu),
+        "maxCapacity": 100.0,
         "dedicated": False,
         "status": "RUNNING",
     }
@@ -57,7 +69,16 @@ class IsAdminForWrites:
         return None
 
 
+VC_MAP = {
+    "type": "object",
+    "additionalProperties": {"$ref": "#/components/schemas/VirtualCluster"},
+}
+
+
 class VirtualClustersView(APIView):
+    @extend_schema(
+        responses={200: VC_MAP, **ERRORS},
+    )
     def get(self, request: Request) -> Response:
         views, capacity = overview()
         return Response({v.vc.name: vc_info(v, capacity) for v in views})
@@ -88,12 +109,17 @@ def parse_quota(data: Any) -> Limit:
 
 
 class VirtualClusterView(APIView):
+    @extend_schema(responses={200: VirtualClusterSerializer, **ERRORS})
     def get(self, request: Request, name: str) -> Response:
         views, capacity = overview([name])
         if not views:
             return error("NoVirtualClusterError", f"no virtual cluster named {name!r}", 404)
         return Response(vc_info(views[0], capacity))
 
+    @extend_schema(
+        request=VirtualClusterSerializer,
+        responses={200: VirtualClusterSerializer, 201: VirtualClusterSerializer, **ERRORS},
+    )
     def put(self, request: Request, name: str) -> Response:
         denied = IsAdminForWrites().check(request)
         if denied:
@@ -122,6 +148,7 @@ class VirtualClusterView(APIView):
         code = status.HTTP_200_OK if current else status.HTTP_201_CREATED
         return Response(vc_info(views[0], capacity), status=code)
 
+    @extend_schema(responses={200: MessageSerializer, 409: MessageSerializer, **ERRORS})
     def delete(self, request: Request, name: str) -> Response:
         denied = IsAdminForWrites().check(request)
         if denied:

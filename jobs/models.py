@@ -49,6 +49,7 @@ class Job(models.Model):
     # The job's SSH key pair (ssh plugin, jobssh): the private key only ever goes to its owner.
     ssh_private_key = models.TextField(blank=True)
     ssh_public_key = models.TextField(blank=True)
+    tags = models.JSONField(default=list, blank=True)  # OpenPAI's job tags (API: .../tag)
 
     class Meta:
         constraints = [

@@ -50,3 +50,14 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         body["errors"] = lines
     response.data = body
     return response
+
+
+def not_found(request: Any, exception: Exception) -> Any:
+    """Django's 404 page, but OpenPAI's JSON error under ``/api/`` (a path no route matches)."""
+    from django.http import JsonResponse
+    from django.views.defaults import page_not_found
+
+    if request.path.startswith("/api/"):
+        message = f"no such API path: {request.path}"
+        return JsonResponse({"code": "NoApiError", "message": message}, status=404)
+    return page_not_found(request, exception)

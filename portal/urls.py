@@ -1,10 +1,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
 import portal.converters  # noqa: F401  (registers <username:...>)
+import portal.views
 from portal.accounts.api import (
     ApplicationTokenView,
     AuthnInfoView,
@@ -28,7 +28,7 @@ api_accounts = [
 ]
 
 urlpatterns = [
-    path("", RedirectView.as_view(pattern_name="jobs:list"), name="home"),
+    path("", portal.views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
@@ -36,9 +36,11 @@ urlpatterns = [
     path("api/v1/", include(api_auth)),
     path("api/v2/", include(api_auth)),
     path("api/v2/", include(api_accounts)),
+    path("api/v2/", include("portal.accounts.api_urls")),
     path("api/v2/", include("jobs.api.urls")),
     path("api/v2/", include("clusters.api_urls")),
     path("", include("clusters.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularRedocView.as_view(url_name="schema"), name="api-docs"),
 ]
+handler404 = "portal.api.not_found"

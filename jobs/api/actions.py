@@ -6,6 +6,8 @@ from typing import Any
 
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,6 +15,7 @@ from rest_framework.views import APIView
 
 from jobs import lifecycle
 from jobs.access import job_for
+from jobs.api.schemas import ERRORS, JobAttemptSerializer, JobEventsSerializer, MessageSerializer
 from jobs.api.serializers import epoch_ms, job_detail
 from jobs.models import Job, JobAttempt
 from jobs.protocol import dump_yaml, mask_secrets
@@ -21,6 +24,7 @@ from jobs.protocol import dump_yaml, mask_secrets
 class JobConfigView(APIView):
     """The job as v2 YAML (v1 jobs converted), secrets masked."""
 
+    @extend_schema(responses={(200, "text/yaml"): OpenApiTypes.STR, **ERRORS})
     def get(self, request: Request, username: str, name: str) -> HttpResponse:
         job = job_for(request.user, username, name)
         return HttpResponse(dump_yaml(mask_secrets(job.protocol)), content_type="text/yaml")
@@ -31,6 +35,7 @@ class ExecutionTypeSerializer(serializers.Serializer[dict[str, str]]):
 
 
 class ExecutionTypeView(APIView):
+    @extend_schema(request=ExecutionTypeSerializer, responses={202: MessageSerializer, **ERRORS})
     def put(self, request: Request, username: str, name: str) -> Response:
         job = job_for(request.user, username, name)
         form = ExecutionTypeSerializer(data=request.data)
@@ -71,6 +76,7 @@ def attempt_detail(job: Job, attempt: JobAttempt, latest: int) -> dict[str, Any]
 
 
 class JobAttemptsView(APIView):
+    @extend_schema(responses={200: JobAttemptSerializer(many=True), **ERRORS})
     def get(self, request: Request, username: str, name: str, attempt: int | None = None) -> Any:
         job = job_for(request.user, username, name)
         attempts = list(JobAttempt.objects.filter(job=job).prefetch_related("tasks"))
@@ -84,6 +90,7 @@ class JobAttemptsView(APIView):
 class JobEventsView(APIView):
     """What happened to the job and its tasks, oldest first, including why it waits."""
 
+    @extend_schema(responses={200: JobEventsSerializer, **ERRORS})
     def get(self, request: Request, username: str, name: str) -> Response:
         job = job_for(request.user, username, name)
         events = [event.as_dict() for event in job.events.all()]

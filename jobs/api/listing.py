@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from django.db import connection
 from django.db.models import Q, QuerySet
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 
 from jobs.access import listable_jobs
-from jobs.api.serializers import epoch_ms
+from jobs.api.serializers import epoch_ms, sub_state
 from jobs.models import Job
 from jobs.states import JobState
 
@@ -33,6 +35,7 @@ def job_summary(job: Job) -> dict[str, Any]:
         "name": job.name,
         "username": job.owner.username,
         "state": job.state,
+        "subState": sub_state(job.state),
         "executionType": "STOP" if job.state in ("STOPPING", "STOPPED") else "START",
         "retries": job.retries,
         "createdTime": epoch_ms(job.created_at),
@@ -43,6 +46,7 @@ def job_summary(job: Job) -> dict[str, Any]:
         "totalGpuNumber": job.gpu_count,
         "totalTaskNumber": job.task_count,
         "reason": job.reason,
+        "tags": list(job.tags),
     }
 
 
@@ -59,6 +63,13 @@ def integer(params: Any, name: str, default: int, low: int, high: int) -> int:
     return value
 
 
+def tagged(tag: str) -> Q:
+    """Jobs carrying the tag (JSON containment on PostgreSQL, the JSON text elsewhere)."""
+    if connection.vendor == "postgresql":
+        return Q(tags__contains=[tag])
+    return Q(tags__icontains=json.dumps(tag))
+
+
 def filtered(request: Request) -> QuerySet[Job]:
     params = request.query_params
     jobs = listable_jobs(request.user).select_related("owner", "virtual_cluster")
@@ -73,6 +84,8 @@ def filtered(request: Request) -> QuerySet[Job]:
         if unknown:
             raise ValidationError({"state": f"unknown state {unknown[0]!r}"})
         jobs = jobs.filter(state__in=states)
+    if params.get("tag"):
+        jobs = jobs.filter(tagged(params["tag"]))
     if params.get("keyword"):
         keyword = params["keyword"]
         jobs = jobs.filter(Q(name__icontains=keyword) | Q(owner__username__icontains=keyword))

@@ -12,6 +12,18 @@ def epoch_ms(moment: datetime | None) -> int | None:
     return int(moment.timestamp() * 1000) if moment else None
 
 
+SUB_STATES = {
+    "WAITING": "AttemptCreationPending",
+    "RUNNING": "AttemptRunning",
+    "STOPPING": "AttemptDeletionPending",
+}
+
+
+def sub_state(state: str) -> str:
+    """OpenPAI's framework-controller ``subState`` for one of our job states."""
+    return SUB_STATES.get(state, "Completed")
+
+
 def task_status(task: Task) -> dict[str, Any]:
     return {
         "taskIndex": task.index,
@@ -71,6 +83,7 @@ def job_detail(job: Job, attempt: JobAttempt | None, tasks: list[Task]) -> dict[
         "jobStatus": {
             "username": job.owner.username,
             "state": job.state,
+            "subState": sub_state(job.state),
             "executionType": "STOP" if job.state in ("STOPPING", "STOPPED") else "START",
             "virtualCluster": job.virtual_cluster.name,
             "retries": job.retries,
@@ -78,6 +91,8 @@ def job_detail(job: Job, attempt: JobAttempt | None, tasks: list[Task]) -> dict[
             "createdTime": epoch_ms(job.created_at),
             "launchedTime": epoch_ms(job.started_at),
             "completedTime": epoch_ms(job.completed_at),
+            "appLaunchedTime": epoch_ms(attempt.created_at) if attempt else None,
+            "appCompletedTime": epoch_ms(attempt.completed_at) if attempt else None,
             "appExitCode": job.exit_code,
             "appExitDiagnostics": job.reason,
             "appExitSpec": app_exit_spec(job, tasks),
@@ -89,6 +104,7 @@ def job_detail(job: Job, attempt: JobAttempt | None, tasks: list[Task]) -> dict[
             "preemptible": job.borrowing,
             "totalTaskNumber": job.task_count,
             "totalGpuNumber": job.gpu_count,
+            "tags": list(job.tags),
         },
         "taskRoles": roles,
     }

@@ -6,6 +6,7 @@ from jobs.api.actions import (
     JobConfigView,
     JobEventsView,
 )
+from jobs.api.task_views import JobSshView, JobTagView, TaskLogView
 from jobs.api.views import JobDetailView, JobSchemaView, JobsView
 
 urlpatterns = [
@@ -26,4 +27,11 @@ urlpatterns += [
     path(f"{JOB}/job-attempts", JobAttemptsView.as_view(), name="api-job-attempts"),
     path(f"{JOB}/job-attempts/<int:attempt>", JobAttemptsView.as_view(), name="api-job-attempt-n"),
     path(f"{JOB}/events", JobEventsView.as_view(), name="api-job-events"),
+    path(f"{JOB}/ssh", JobSshView.as_view(), name="api-job-ssh"),
+    path(f"{JOB}/tag", JobTagView.as_view(), name="api-job-tag"),
+    path(
+        f"{JOB}/attempts/<int:attempt>/tasks/<str:task>/logs/<str:stream>",
+        TaskLogView.as_view(),
+        name="api-task-log",
+    ),
 ]

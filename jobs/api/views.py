@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -11,17 +13,60 @@ from jobs import lifecycle
 from jobs.access import job_for
 from jobs.api.listing import list_jobs
 from jobs.api.parsers import JobTextParser
+from jobs.api.schemas import (
+    ERRORS,
+    ErrorSerializer,
+    JobDetailSerializer,
+    JobPageSerializer,
+    JobSummarySerializer,
+    SubmittedSerializer,
+)
 from jobs.api.serializers import job_detail
 from jobs.models import JobAttempt
 from jobs.protocol import json_schema
+
+LIST_PARAMETERS = {
+    "username": "users, comma-separated",
+    "vc": "virtual clusters, comma-separated",
+    "state": "job states, comma-separated",
+    "keyword": "part of the job or user name",
+    "tag": "a tag the jobs carry",
+    "offset": "jobs to skip",
+    "limit": "jobs in the page (1-1000, default 100)",
+    "order": "<field>[,ASC|DESC]",
+    "withTotalCount": "true: answer {totalCount, data}",
+}
 
 
 class JobsView(APIView):
     parser_classes = [JobTextParser]
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(name, OpenApiTypes.STR, description=text)
+            for name, text in LIST_PARAMETERS.items()
+        ],
+        responses={
+            200: PolymorphicProxySerializer(
+                "JobList",
+                serializers=[JobSummarySerializer(many=True), JobPageSerializer],
+                resource_type_field_name=None,
+                many=False,
+            ),
+            **ERRORS,
+        },
+    )
     def get(self, request: Request) -> Response:
         return Response(list_jobs(request))
 
+    @extend_schema(
+        request={"text/yaml": OpenApiTypes.STR, "application/json": OpenApiTypes.OBJECT},
+        parameters=[
+            OpenApiParameter("virtualCluster", OpenApiTypes.STR),
+            OpenApiParameter("deployment", OpenApiTypes.STR),
+        ],
+        responses={202: SubmittedSerializer, 409: ErrorSerializer, **ERRORS},
+    )
     def post(self, request: Request) -> Response:
         text = request.data
         try:
@@ -57,6 +102,7 @@ class JobsView(APIView):
 
 
 class JobDetailView(APIView):
+    @extend_schema(responses={200: JobDetailSerializer, **ERRORS})
     def get(
         self, request: Request, username: str, name: str, attempt: int | None = None
     ) -> Response:
@@ -76,5 +122,6 @@ class JobSchemaView(APIView):
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
 
+    @extend_schema(responses={(200, "application/schema+json"): OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
         return Response(json_schema(), content_type="application/schema+json")

@@ -11,6 +11,7 @@ from jobs.access import job_for
 from jobs.models import Job, JobAttempt
 from jobs.protocol import dump_yaml, mask_secrets
 from jobs.runtime.notes import runtime_notes
+from jobs.views.tasks import port_links, ssh_panel
 
 LOG_TAIL_BYTES = 4096
 
@@ -24,6 +25,7 @@ def live_context(request: HttpRequest, job: Job) -> dict[str, object]:
     backend = get_backend()
     for task in tasks:
         task.label = f"{task.role}-{task.index}"
+        task.port_links = port_links(task)
         task.log_tail = {
             stream: backend.read_log(task.backend_ref, stream, LOG_TAIL_BYTES).decode(
                 "utf-8", "replace"
@@ -37,6 +39,8 @@ def live_context(request: HttpRequest, job: Job) -> dict[str, object]:
         "attempts": attempts,
         "attempt": attempt,
         "tasks": tasks,
+        "ssh": ssh_panel(job, tasks),
+        "is_owner": job.owner_id == request.user.pk,
     }
     context.update(runtime_notes(job))  # jobs.runtime: ssh key link, debug plugin note
     return context

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth import authenticate, logout
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from jobs.api.schemas import ERRORS, MessageSerializer
 from portal.accounts.models import ApiToken, hash_token
+from portal.openapi import (
+    ApplicationTokenSerializer,
+    AuthnInfoSerializer,
+    ClusterInfoSerializer,
+    LoggedInSerializer,
+    TokensSerializer,
+)
 
 
 class LoginSerializer(serializers.Serializer[dict[str, object]]):
@@ -29,6 +38,7 @@ class LoginView(APIView):
     permission_classes = [AllowAny]
     serializer_class = LoginSerializer
 
+    @extend_schema(responses={200: LoggedInSerializer, **ERRORS})
     def post(self, request: Request) -> Response:
         form = LoginSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -51,6 +61,7 @@ def bearer_row(request: Request) -> ApiToken | None:
 class LogoutView(APIView):
     """Revoke the token this call carries (a browser session is logged out instead)."""
 
+    @extend_schema(responses={200: MessageSerializer, **ERRORS})
     def delete(self, request: Request) -> Response:
         row = bearer_row(request)
         if row is not None:
@@ -64,6 +75,7 @@ class AuthnInfoView(APIView):
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
 
+    @extend_schema(responses={200: AuthnInfoSerializer})
     def get(self, request: Request) -> Response:
         return Response({"authnMethod": "basic", "loginPath": "/api/v2/authn/basic/login"})
 
@@ -71,6 +83,7 @@ class AuthnInfoView(APIView):
 class TokensView(APIView):
     """My tokens: listed by their first characters (the rest is stored only hashed)."""
 
+    @extend_schema(responses={200: TokensSerializer, **ERRORS})
     def get(self, request: Request) -> Response:
         rows = ApiToken.objects.active().filter(user=request.user).order_by("-created_at")
         return Response(
@@ -90,6 +103,7 @@ class TokensView(APIView):
 
 
 class ApplicationTokenView(APIView):
+    @extend_schema(request=None, responses={200: ApplicationTokenSerializer, **ERRORS})
     def post(self, request: Request) -> Response:
         _, token = ApiToken.objects.issue(
             request.user, settings.API_APPLICATION_TOKEN_SECONDS, kind="application"
@@ -98,6 +112,7 @@ class ApplicationTokenView(APIView):
 
 
 class TokenView(APIView):
+    @extend_schema(responses={200: MessageSerializer, **ERRORS})
     def delete(self, request: Request, token: str) -> Response:
         mine = ApiToken.objects.filter(user=request.user)
         prefix = token.rstrip("…")
@@ -117,6 +132,7 @@ class InfoView(APIView):
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
 
+    @extend_schema(responses={200: ClusterInfoSerializer})
     def get(self, request: Request) -> Response:
         return Response(
             {

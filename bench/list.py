@@ -1,0 +1,152 @@
+"""``GET /api/v2/jobs`` latency with 100,000 jobs: 8 concurrent clients, PostgreSQL, daphne.
+
+Makes a fresh database ``bench_list`` on the PostgreSQL at ``BENCH_PG`` (default the local
+one), bulk-creates ``BENCH_JOBS`` (default 100,000) jobs of 100 users, starts the portal and
+has 8 threads list jobs as the admin for ``BENCH_SECONDS`` (default 10): the first page
+newest first, and a page filtered by user and state. Prints median and p99, headline last.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+DB_URL = f"{PG}/bench_list"
+CLIENTS = 8
+SECONDS = float(os.environ.get("BENCH_SECONDS", "10"))
+JOBS = int(os.environ.get("BENCH_JOBS", "100000"))
+PATHS = ["/api/v2/jobs", "/api/v2/jobs?username=u7&state=SUCCEEDED&limit=20"]
+
+SEED = """
+import random
+from datetime import timedelta
+from django.contrib.auth.models import User
+from django.utils import timezone
+from clusters.models import VirtualCluster
+from jobs.models import Job
+vc = VirtualCluster.objects.named("default")
+users = User.objects.bulk_create([User(username=f"u{i}") for i in range(100)])
+protocol = {"protocolVersion": 2, "name": "j", "type": "job", "taskRoles": {"w": {}}}
+states = ["SUCCEEDED", "FAILED", "STOPPED", "RUNNING", "WAITING"]
+now = timezone.now()
+rng = random.Random(7)
+batch = []
+for n in range(JOBS):
+    batch.append(Job(owner=users[n % 100], name=f"job_{n}", virtual_cluster=vc,
+        submitted_text="", protocol=protocol, state=rng.choice(states), task_count=2,
+        created_at=now - timedelta(seconds=JOBS - n)))
+    if len(batch) == 5000:
+        Job.objects.bulk_create(batch)
+        batch = []
+Job.objects.bulk_create(batch)
+"""
+
+
+def sh(*args: str, env: dict[str, str] | None = None) -> None:
+    subprocess.run(args, check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def login(port: int) -> str:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            body = json.dumps({"username": "admin", "password": "bench-password"})
+            conn.request(
+                "POST", "/api/v2/authn/basic/login", body, {"Content-Type": "application/json"}
+            )
+            return str(json.loads(conn.getresponse().read())["token"])
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def seed(env: dict[str, str]) -> None:
+    code = f"JOBS = {JOBS}\n{SEED}"
+    sh(sys.executable, "manage.py", "shell", "-c", code, env=env)
+
+
+def run_clients(port: int, token: str) -> list[float]:
+    timings: list[list[float]] = [[] for _ in range(CLIENTS)]
+    errors: list[int] = [0] * CLIENTS
+    stop_at = time.monotonic() + SECONDS
+
+    def client(number: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        headers = {"Authorization": f"Bearer {token}"}
+        sequence = 0
+        while time.monotonic() < stop_at:
+            sequence += 1
+            started = time.perf_counter()
+            conn.request("GET", PATHS[sequence % len(PATHS)], headers=headers)
+            response = conn.getresponse()
+            response.read()
+            if response.status == 200:
+                timings[number].append(time.perf_counter() - started)
+            else:
+                errors[number] += 1
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if sum(errors):
+        print(f"errors: {sum(errors)}")
+    return [t for per_client in timings for t in per_client]
+
+
+def main() -> None:
+    env = {
+        **os.environ,
+        "DATABASE_URL": DB_URL,
+        "PORTAL_ADMIN_PASSWORD": "bench-password",
+        "LOG_LEVEL": "WARNING",
+        "REDIS_URL": os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/15"),
+        "API_RATE_USER": "1000000/minute",  # measure the server, not the rate limit
+    }
+    sh("psql", f"{PG}/postgres", "-qc", "DROP DATABASE IF EXISTS bench_list")
+    sh("psql", f"{PG}/postgres", "-qc", "CREATE DATABASE bench_list")
+    sh(sys.executable, "manage.py", "migrate", "-v0", env=env)
+    sh(sys.executable, "manage.py", "ensure_admin", env=env)
+    seed(env)
+    sh("psql", DB_URL, "-qc", "ANALYZE")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-p", str(port), "portal.asgi:application"],
+        cwd=ROOT,
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        timings = run_clients(port, login(port))
+    finally:
+        server.terminate()
+        server.wait(10)
+    timings.sort()
+    p99 = timings[min(len(timings) - 1, int(len(timings) * 0.99))]
+    print(f"jobs: {JOBS}, clients: {CLIENTS}, seconds: {SECONDS:.0f}, requests: {len(timings)}")
+    print(f"requests per second: {len(timings) / SECONDS:.1f}")
+    print(f"p99 list latency: {p99 * 1000:.1f} ms")
+    print(f"median list latency: {statistics.median(timings) * 1000:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""Shapes the API documents in its OpenAPI schema (drf-spectacular); the views build plain
+dicts, these serializers only describe them."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
+
+
+class ErrorSerializer(serializers.Serializer[dict[str, object]]):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    errors = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class MessageSerializer(serializers.Serializer[dict[str, object]]):
+    message = serializers.CharField()
+
+
+def error(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+ERRORS = {
+    400: error("bad input: every problem as `field: message`"),
+    401: error("no or bad credentials"),
+    403: error("not allowed"),
+    404: error("no such object, or not yours"),
+    429: error("too many requests (see Retry-After)"),
+}
+
+
+def nullable_int() -> serializers.IntegerField:
+    return serializers.IntegerField(allow_null=True)
+
+
+class SubmittedSerializer(serializers.Serializer[dict[str, object]]):
+    message = serializers.CharField()
+    name = serializers.CharField()
+    user = serializers.CharField()
+    state = serializers.CharField()
+
+
+class JobSummarySerializer(serializers.Serializer[dict[str, object]]):
+    protocolVersion = serializers.CharField()
+    name = serializers.CharField()
+    username = serializers.CharField()
+    state = serializers.CharField()
+    subState = serializers.CharField()
+    executionType = serializers.ChoiceField(choices=["START", "STOP"])
+    retries = serializers.IntegerField()
+    createdTime = nullable_int()
+    launchedTime = nullable_int()
+    completedTime = nullable_int()
+    appExitCode = nullable_int()
+    virtualCluster = serializers.CharField()
+    totalGpuNumber = serializers.IntegerField()
+    totalTaskNumber = serializers.IntegerField()
+    reason = serializers.CharField(allow_blank=True)
+    tags = serializers.ListField(child=serializers.CharField())
+
+
+class JobPageSerializer(serializers.Serializer[dict[str, object]]):
+    totalCount = serializers.IntegerField()
+    data = JobSummarySerializer(many=True)
+
+
+class TaskStatusSerializer(serializers.Serializer[dict[str, object]]):
+    taskIndex = serializers.IntegerField()
+    taskState = serializers.CharField()
+    containerId = serializers.CharField(allow_blank=True)
+    containerIp = serializers.CharField(allow_blank=True)
+    containerPorts = serializers.DictField(child=serializers.CharField())
+    containerNodeName = serializers.CharField(allow_blank=True)
+    containerExitCode = nullable_int()
+    containerExitDiagnostics = serializers.CharField(allow_blank=True)
+    containerExitSpec = serializers.DictField(allow_null=True)
+    retries = serializers.IntegerField()
+    createdTime = nullable_int()
+    launchedTime = nullable_int()
+    completedTime = nullable_int()
+
+
+class RoleNameSerializer(serializers.Serializer[dict[str, object]]):
+    name = serializers.CharField()
+
+
+class TaskRoleSerializer(serializers.Serializer[dict[str, object]]):
+    taskRoleStatus = RoleNameSerializer()
+    taskStatuses = TaskStatusSerializer(many=True)
+
+
+class JobStatusSerializer(serializers.Serializer[dict[str, object]]):
+    username = serializers.CharField()
+    state = serializers.CharField()
+    subState = serializers.CharField()
+    executionType = serializers.ChoiceField(choices=["START", "STOP"])
+    virtualCluster = serializers.CharField()
+    retries = serializers.IntegerField()
+    attemptIndex = nullable_int()
+    createdTime = nullable_int()
+    launchedTime = nullable_int()
+    completedTime = nullable_int()
+    appLaunchedTime = nullable_int()
+    appCompletedTime = nullable_int()
+    appExitCode = nullable_int()
+    appExitDiagnostics = serializers.CharField(allow_blank=True)
+    appExitSpec = serializers.DictField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+    waitingReason = serializers.CharField(allow_null=True, allow_blank=True)
+    queuePosition = nullable_int()
+    priority = serializers.IntegerField()
+    opportunistic = serializers.BooleanField()
+    preemptible = serializers.BooleanField()
+    totalTaskNumber = serializers.IntegerField()
+    totalGpuNumber = serializers.IntegerField()
+    tags = serializers.ListField(child=serializers.CharField())
+
+
+class JobDetailSerializer(serializers.Serializer[dict[str, object]]):
+    name = serializers.CharField()
+    jobStatus = JobStatusSerializer()
+    taskRoles = serializers.DictField(child=TaskRoleSerializer())
+
+
+class JobAttemptSerializer(serializers.Serializer[dict[str, object]]):
+    jobName = serializers.CharField()
+    userName = serializers.CharField()
+    state = serializers.CharField()
+    attemptIndex = serializers.IntegerField()
+    maxAttemptCount = serializers.IntegerField()
+    jobStartedTime = nullable_int()
+    attemptStartedTime = nullable_int()
+    attemptCompletedTime = nullable_int()
+    exitCode = nullable_int()
+    appExitDiagnostics = serializers.CharField(allow_blank=True)
+    totalGpuNumber = serializers.IntegerField()
+    totalTaskNumber = serializers.IntegerField()
+    totalTaskRoleNumber = serializers.IntegerField()
+    taskRoles = serializers.DictField(child=TaskRoleSerializer())
+    isLatest = serializers.BooleanField()
+
+
+class EventSerializer(serializers.Serializer[dict[str, object]]):
+    time = serializers.CharField(allow_null=True)
+    attempt = nullable_int()
+    task = serializers.CharField(allow_blank=True)
+    kind = serializers.CharField()
+    message = serializers.CharField(allow_blank=True)
+
+
+class JobEventsSerializer(serializers.Serializer[dict[str, object]]):
+    name = serializers.CharField()
+    state = serializers.CharField()
+    events = EventSerializer(many=True)
+
+
+class ResourcesSerializer(serializers.Serializer[dict[str, object]]):
+    vCores = nullable_int()
+    memory = nullable_int()
+    GPUs = nullable_int()
+    gpuTypes = serializers.DictField(child=serializers.IntegerField(), allow_null=True)
+
+
+class VirtualClusterSerializer(serializers.Serializer[dict[str, object]]):
+    description = serializers.CharField(allow_blank=True)
+    capacity = serializers.FloatField()
+    usedCapacity = serializers.FloatField()
+    maxCapacity = serializers.FloatField()
+    resourcesUsed = ResourcesSerializer()
+    resourcesBorrowed = ResourcesSerializer()
+    resourcesGuaranteed = ResourcesSerializer()
+    resourcesTotal = ResourcesSerializer()
+    numJobs = serializers.IntegerField()
+    numActiveJobs = serializers.IntegerField()
+    numPendingJobs = serializers.IntegerField()
+    strictFifo = serializers.BooleanField()
+    openToAll = serializers.BooleanField()
+    dedicated = serializers.BooleanField()
+    status = serializers.CharField()

@@ -1,0 +1,127 @@
+"""A job's SSH details, tags and task logs, in OpenPAI's paths; owner and admins only."""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from clusters.registry import get_backend
+from jobs.access import job_for
+from jobs.api.schemas import ERRORS, MessageSerializer
+from jobs.models import Job, JobAttempt, Task
+from jobs.sshinfo import ssh_info
+
+STREAMS = ("stdout", "stderr")
+MAX_TAGS = 64
+
+
+class TaskSshSerializer(serializers.Serializer[dict[str, object]]):
+    taskRole = serializers.CharField()
+    taskIndex = serializers.IntegerField()
+    taskState = serializers.CharField()
+    containerIp = serializers.CharField(allow_null=True)
+    containerSshPort = serializers.IntegerField(allow_null=True)
+    sshCommand = serializers.CharField(allow_null=True)
+
+
+class SshInfoSerializer(serializers.Serializer[dict[str, object]]):
+    keyPairName = serializers.CharField()
+    keyFingerprint = serializers.CharField(allow_null=True)
+    publicKey = serializers.CharField(allow_null=True)
+    tasks = TaskSshSerializer(many=True)
+
+
+class JobSshView(APIView):
+    """Each task of the latest attempt: IP, SSH port, the ``ssh`` command, and the fingerprint
+    of the job's key (download the key itself from the job's page)."""
+
+    @extend_schema(responses={200: SshInfoSerializer, **ERRORS})
+    def get(self, request: Request, username: str, name: str) -> Response:
+        job = job_for(request.user, username, name)
+        attempt = JobAttempt.objects.filter(job=job).order_by("-number").first()
+        tasks = list(attempt.tasks.all()) if attempt else []
+        return Response(ssh_info(job, tasks))
+
+
+class TagSerializer(serializers.Serializer[dict[str, str]]):
+    value = serializers.RegexField(r"^[\w.:-]+$", max_length=64, help_text="the tag")
+
+
+def tag_body(job: Job, message: str) -> dict[str, object]:
+    return {"message": message, "tags": list(job.tags)}
+
+
+class JobTagView(APIView):
+    """``PUT`` adds a tag to the job, ``DELETE`` removes one (body ``{"value": "<tag>"}``)."""
+
+    @extend_schema(request=TagSerializer, responses={200: MessageSerializer, **ERRORS})
+    def put(self, request: Request, username: str, name: str) -> Response:
+        job = job_for(request.user, username, name)
+        form = TagSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        tag = form.validated_data["value"]
+        if tag not in job.tags:
+            if len(job.tags) >= MAX_TAGS:
+                return Response(
+                    {"code": "BadRequestError", "message": f"value: at most {MAX_TAGS} tags"},
+                    status=400,
+                )
+            job.tags = [*job.tags, tag]
+            job.save(update_fields=["tags", "updated_at"])
+        return Response(tag_body(job, f"tag {tag} added to job {job.name}"))
+
+    @extend_schema(request=TagSerializer, responses={200: MessageSerializer, **ERRORS})
+    def delete(self, request: Request, username: str, name: str) -> Response:
+        job = job_for(request.user, username, name)
+        form = TagSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        tag = form.validated_data["value"]
+        if tag not in job.tags:
+            return Response(
+                {"code": "NoTagError", "message": f"value: job {job.name} has no tag {tag}"},
+                status=404,
+            )
+        job.tags = [t for t in job.tags if t != tag]
+        job.save(update_fields=["tags", "updated_at"])
+        return Response(tag_body(job, f"tag {tag} removed from job {job.name}"))
+
+
+def tail_param(request: Request) -> int | None:
+    raw = request.query_params.get("tail")
+    if raw in (None, ""):
+        return None
+    if not raw.isdigit() or int(raw) > 2**31:
+        raise serializers.ValidationError({"tail": f"a number of bytes >= 0, got {raw!r}"})
+    return int(raw)
+
+
+class TaskLogView(APIView):
+    """A task's stdout or stderr as text; ``tail`` keeps only its last bytes."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("tail", OpenApiTypes.INT, description="only the last N bytes"),
+            OpenApiParameter("stream", OpenApiTypes.STR, OpenApiParameter.PATH, enum=STREAMS),
+        ],
+        responses={(200, "text/plain"): OpenApiResponse(OpenApiTypes.STR), **ERRORS},
+    )
+    def get(
+        self, request: Request, username: str, name: str, attempt: int, task: str, stream: str
+    ) -> HttpResponse:
+        job = job_for(request.user, username, name)
+        tail = tail_param(request)
+        role, _, index = task.rpartition("-")
+        if stream not in STREAMS or not index.isdigit():
+            raise Http404(f"no log {task}/{stream}")
+        row = Task.objects.filter(
+            attempt__job=job, attempt__number=attempt, role=role, index=int(index)
+        ).first()
+        if row is None or not row.backend_ref:
+            raise Http404(f"no task {task} in attempt {attempt} of {job.name}")
+        body = get_backend().read_log(row.backend_ref, stream, tail)
+        return HttpResponse(body, content_type="text/plain; charset=utf-8")

@@ -1,0 +1,41 @@
+"""What the job page shows of each task beyond its row: port links and the SSH panel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.models import Job, Task
+from jobs.sshinfo import ssh_info
+
+WEB_LABELS = ("jupyter", "tensorboard", "http", "https", "web", "ui", "notebook", "vscode")
+
+
+def port_links(task: Task) -> list[tuple[str, int, str]]:
+    """``(label, port, url)`` for every port; url is "" unless the label is a web one."""
+    host = task.ip or task.address
+    links = []
+    for label, ports in (task.ports or {}).items():
+        web = host and any(label.lower().startswith(w) for w in WEB_LABELS)
+        scheme = "https" if label.lower().startswith("https") else "http"
+        for port in ports if isinstance(ports, list) else [ports]:
+            links.append((label, port, f"{scheme}://{host}:{port}/" if web else ""))
+    return links
+
+
+def ssh_panel(job: Job, tasks: list[Task]) -> dict[str, Any] | None:
+    """The SSH details of the running tasks that have an ``ssh`` port, and a config snippet."""
+    if not job.ssh_public_key:
+        return None
+    running = [t for t in tasks if t.state == "RUNNING"]
+    info = ssh_info(job, running)
+    rows = [row for row in info["tasks"] if row["sshCommand"]]
+    if not rows:
+        return None
+    key = info["keyPairName"]
+    config = "\n".join(
+        f"Host {job.name}-{r['taskRole']}-{r['taskIndex']}\n"
+        f"  HostName {r['containerIp']}\n  Port {r['containerSshPort']}\n  User root\n"
+        f"  IdentityFile ~/.ssh/{key}\n  StrictHostKeyChecking accept-new\n"
+        for r in rows
+    )
+    return {**info, "tasks": rows, "config": config}

@@ -1,0 +1,169 @@
+"""Groups in OpenPAI's REST shape (Django's ``Group``): ``/api/v2/groups[/<group>]``,
+``/api/v2/groups/<group>/userlist`` and a user's ``/group`` and ``/grouplist``.
+Anyone signed in reads groups; admins change them and read their members."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs.api.schemas import ERRORS, MessageSerializer
+from portal.accounts.users_api import error, forbidden, is_admin, no_user
+
+User = get_user_model()
+GROUP_NAME = r"^[\w.@+-]+$"
+
+
+def no_group(name: str) -> Response:
+    return error("NoGroupError", f"group {name} is not found", 404)
+
+
+class GroupSerializer(serializers.Serializer[dict[str, Any]]):
+    groupname = serializers.RegexField(GROUP_NAME, max_length=150)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=1000)
+    externalName = serializers.CharField(required=False, allow_blank=True, max_length=150)
+    extension = serializers.DictField(required=False)
+
+
+class UpdateGroupSerializer(serializers.Serializer[dict[str, Any]]):
+    data = GroupSerializer()
+    patch = serializers.BooleanField(required=False, default=False)
+
+
+def group_info(group: Group) -> dict[str, Any]:
+    return {"groupname": group.name, "description": "", "externalName": "", "extension": {}}
+
+
+class GroupsView(APIView):
+    @extend_schema(responses={200: GroupSerializer(many=True), **ERRORS})
+    def get(self, request: Request) -> Response:
+        return Response([group_info(g) for g in Group.objects.order_by("name")])
+
+    @extend_schema(request=GroupSerializer, responses={201: MessageSerializer, **ERRORS})
+    def post(self, request: Request) -> Response:
+        if not is_admin(request.user):
+            return forbidden()
+        form = GroupSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        name = form.validated_data["groupname"]
+        if Group.objects.filter(name=name).exists():
+            return error("ConflictGroupError", f"group {name} already exists", 409)
+        Group.objects.create(name=name)
+        return Response({"message": "group is created successfully"}, status=201)
+
+    @extend_schema(request=UpdateGroupSerializer, responses={201: MessageSerializer, **ERRORS})
+    def put(self, request: Request) -> Response:
+        """Groups carry only their name here: an update checks the group exists."""
+        if not is_admin(request.user):
+            return forbidden()
+        form = UpdateGroupSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        name = form.validated_data["data"]["groupname"]
+        if not Group.objects.filter(name=name).exists():
+            return no_group(name)
+        return Response({"message": f"update group {name} successfully."}, status=201)
+
+
+class GroupView(APIView):
+    @extend_schema(responses={200: GroupSerializer, **ERRORS})
+    def get(self, request: Request, group: str) -> Response:
+        row = Group.objects.filter(name=group).first()
+        return Response(group_info(row)) if row else no_group(group)
+
+    @extend_schema(responses={201: MessageSerializer, **ERRORS})
+    def delete(self, request: Request, group: str) -> Response:
+        if not is_admin(request.user):
+            return forbidden()
+        deleted, _ = Group.objects.filter(name=group).delete()
+        if not deleted:
+            return no_group(group)
+        return Response({"message": "group is removed successfully"}, status=201)
+
+
+class MemberSerializer(serializers.Serializer[dict[str, Any]]):
+    username = serializers.CharField()
+    clusterAdmin = serializers.BooleanField()
+
+
+class GroupUsersView(APIView):
+    @extend_schema(responses={200: MemberSerializer(many=True), **ERRORS})
+    def get(self, request: Request, group: str) -> Response:
+        if not is_admin(request.user):
+            return forbidden()
+        row = Group.objects.filter(name=group).first()
+        if row is None:
+            return no_group(group)
+        users = row.user_set.order_by("username")
+        return Response([{"username": u.username, "clusterAdmin": u.is_staff} for u in users])
+
+
+class GroupNameSerializer(serializers.Serializer[dict[str, str]]):
+    groupname = serializers.CharField(max_length=150)
+
+
+class UserGroupView(APIView):
+    """``PUT`` adds the user to a group, ``DELETE`` takes them out (admin)."""
+
+    def target(self, request: Request, username: str) -> tuple[Any, Group] | Response:
+        if not is_admin(request.user):
+            return forbidden()
+        form = GroupNameSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            return no_user(username)
+        name = form.validated_data["groupname"]
+        group = Group.objects.filter(name=name).first()
+        return (user, group) if group else no_group(name)
+
+    @extend_schema(request=GroupNameSerializer, responses={201: MessageSerializer, **ERRORS})
+    def put(self, request: Request, username: str) -> Response:
+        found = self.target(request, username)
+        if isinstance(found, Response):
+            return found
+        user, group = found
+        user.groups.add(group)
+        message = f"User {username} is added into group {group.name}"
+        return Response({"message": message}, status=201)
+
+    @extend_schema(request=GroupNameSerializer, responses={201: MessageSerializer, **ERRORS})
+    def delete(self, request: Request, username: str) -> Response:
+        found = self.target(request, username)
+        if isinstance(found, Response):
+            return found
+        user, group = found
+        user.groups.remove(group)
+        message = f"User {username} is removed from group {group.name}"
+        return Response({"message": message}, status=201)
+
+
+class GroupListSerializer(serializers.Serializer[dict[str, Any]]):
+    grouplist = serializers.ListField(child=serializers.CharField(max_length=150), max_length=1000)
+
+
+class UserGroupListView(APIView):
+    @extend_schema(request=GroupListSerializer, responses={201: MessageSerializer, **ERRORS})
+    def put(self, request: Request, username: str) -> Response:
+        if not is_admin(request.user):
+            return forbidden()
+        form = GroupListSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            return no_user(username)
+        names = form.validated_data["grouplist"]
+        groups = list(Group.objects.filter(name__in=names))
+        missing = sorted(set(names) - {g.name for g in groups})
+        if missing:
+            return no_group(missing[0])
+        with transaction.atomic():
+            user.groups.set(groups)
+        return Response({"message": "update user grouplist successfully."}, status=201)

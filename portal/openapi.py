@@ -1,0 +1,52 @@
+"""What drf-spectacular needs to describe our API: the bearer token scheme, and the shapes of
+the account endpoints (the views build plain dicts; these only describe them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import serializers
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    target_class = "portal.accounts.authentication.BearerTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer"}
+
+
+class LoggedInSerializer(serializers.Serializer[dict[str, object]]):
+    token = serializers.CharField()
+    user = serializers.CharField()
+    admin = serializers.BooleanField()
+
+
+class AuthnInfoSerializer(serializers.Serializer[dict[str, object]]):
+    authnMethod = serializers.CharField()
+    loginPath = serializers.CharField()
+
+
+class TokenDetailSerializer(serializers.Serializer[dict[str, object]]):
+    token = serializers.CharField()
+    kind = serializers.CharField()
+    createdTime = serializers.CharField()
+    expiredTime = serializers.CharField()
+
+
+class TokensSerializer(serializers.Serializer[dict[str, object]]):
+    tokens = serializers.ListField(child=serializers.CharField())
+    details = TokenDetailSerializer(many=True)
+
+
+class ApplicationTokenSerializer(serializers.Serializer[dict[str, object]]):
+    token = serializers.CharField()
+    application = serializers.BooleanField()
+
+
+class ClusterInfoSerializer(serializers.Serializer[dict[str, object]]):
+    name = serializers.CharField()
+    version = serializers.CharField()
+    launcherType = serializers.CharField()
+    authnMethod = serializers.CharField()

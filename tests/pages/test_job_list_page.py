@@ -1,0 +1,123 @@
+"""The job list: columns, filters, sorting, a pager without COUNT, stopping several jobs."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from jobs import lifecycle
+from jobs.models import Job
+from jobs.states import JobState
+from tests.jobs.samples import hello_job
+
+pytestmark = pytest.mark.django_db
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def submit_many(user, n: int, prefix: str = "job") -> list[Job]:
+    return [lifecycle.submit(user, hello_job(name=f"{prefix}{i:03d}")) for i in range(n)]
+
+
+def test_the_list_shows_every_column(alice):
+    submit_many(alice, 1)
+    body = client_for(alice).get("/jobs/").content.decode()
+    for column in ("Name", "Submitted", "User", "Duration", "Virtual cluster", "Retries"):
+        assert column in body
+    assert "Tasks" in body and "GPUs" in body and "WAITING" in body
+    assert "waiting to be admitted" in body  # the waiting reason
+
+
+def test_filters_by_state_user_vc_and_keyword(alice, bob):
+    jobs = submit_many(alice, 3)
+    lifecycle.submit(bob, hello_job(name="bobs_job"))
+    lifecycle.stop(jobs[0], alice)
+    web = client_for(alice)
+    stopped = web.get("/jobs/?state=STOPPED").content.decode()
+    assert "job000" in stopped and "job001" not in stopped
+    assert "job002" in web.get("/jobs/?q=002").content.decode()
+    assert "job001" not in web.get("/jobs/?q=002").content.decode()
+    everyone = web.get("/jobs/?user=").content.decode()
+    assert "bobs_job" in everyone  # bob's job runs in a virtual cluster alice may use
+    assert "bobs_job" in web.get("/jobs/?user=bob&vc=default").content.decode()
+    assert "job000" not in web.get("/jobs/?user=bob").content.decode()
+    assert "bobs_job" not in web.get("/jobs/?vc=nope&user=").content.decode()
+
+
+def test_another_users_job_is_listed_without_a_link(alice, bob):
+    lifecycle.submit(bob, hello_job(name="bobs_job"))
+    body = client_for(alice).get("/jobs/?user=").content.decode()
+    assert "bobs_job" in body
+    assert "/jobs/bob~bobs_job/" not in body
+
+
+def test_sorting_by_name_both_ways(alice):
+    submit_many(alice, 3)
+    web = client_for(alice)
+    ascending = web.get("/jobs/?sort=name&dir=asc").content.decode()
+    assert ascending.index("job000") < ascending.index("job002")
+    descending = web.get("/jobs/?sort=name&dir=desc").content.decode()
+    assert descending.index("job002") < descending.index("job000")
+
+
+@pytest.mark.parametrize(
+    "sort", ["submitted", "user", "vc", "state", "retries", "tasks", "gpus", "duration"]
+)
+def test_every_sort_key_answers(alice, sort):
+    submit_many(alice, 2)
+    assert client_for(alice).get(f"/jobs/?sort={sort}").status_code == 200
+
+
+def test_pages_go_on_without_counting(alice):
+    submit_many(alice, 30)
+    web = client_for(alice)
+    with CaptureQueriesContext(connection) as queries:
+        first = web.get("/jobs/").content.decode()
+    assert not any("COUNT(" in q["sql"].upper() for q in queries.captured_queries)
+    assert "job029" in first and "job004" not in first and 'rel="next"' in first
+    second = web.get("/jobs/?page=2").content.decode()
+    assert "job004" in second and "job029" not in second and 'rel="next"' not in second
+
+
+def test_the_number_of_queries_does_not_grow_with_the_page_size(alice):
+    submit_many(alice, 60)
+    web = client_for(alice)
+    counts = []
+    for size in (25, 50, 100):
+        with CaptureQueriesContext(connection) as queries:
+            web.get(f"/jobs/?size={size}")
+        counts.append(len(queries))
+    assert counts[0] == counts[1] == counts[2]
+
+
+def test_bad_parameters_fall_back_to_defaults(alice):
+    web = client_for(alice)
+    assert web.get("/jobs/?page=-1&size=7&sort=evil&state=NOPE").status_code == 200
+
+
+def test_stopping_several_selected_jobs(alice):
+    jobs = submit_many(alice, 3)
+    response = client_for(alice).post("/jobs/stop/", {"job": [jobs[0].id, jobs[1].id]})
+    assert response.status_code == 302
+    states = dict(Job.objects.values_list("name", "state"))
+    assert states == {"job000": "STOPPED", "job001": "STOPPED", "job002": "WAITING"}
+
+
+def test_nobody_stops_another_users_jobs_from_the_list(alice, bob):
+    job = lifecycle.submit(alice, hello_job(name="mine"))
+    client_for(bob).post("/jobs/stop/", {"job": [job.id]})
+    job.refresh_from_db()
+    assert job.state == JobState.WAITING
+
+
+def test_an_admin_stops_anyones_jobs_from_the_list(alice, admin):
+    job = lifecycle.submit(alice, hello_job(name="mine"))
+    client_for(admin).post("/jobs/stop/", {"job": [job.id]})
+    job.refresh_from_db()
+    assert job.state == JobState.STOPPED

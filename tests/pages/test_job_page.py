@@ -1,0 +1,99 @@
+"""The job page: port links, SSH panel, followed logs; home."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from jobs import lifecycle
+from jobs.models import Job, Task
+from jobs.views.tasks import port_links, ssh_panel
+from tests.jobs.helpers import reconcile_until, settle
+from tests.jobs.samples import hello_job
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def web(alice) -> Client:
+    client = Client()
+    client.force_login(alice)
+    return client
+
+
+def test_web_port_labels_become_links():
+    task = Task(ip="10.0.0.5", ports={"jupyter": [8888], "ssh": [2222], "tensorboard": [6006]})
+    assert port_links(task) == [
+        ("jupyter", 8888, "http://10.0.0.5:8888/"),
+        ("ssh", 2222, ""),
+        ("tensorboard", 6006, "http://10.0.0.5:6006/"),
+    ]
+
+
+def test_the_ssh_panel_has_a_command_per_running_task_and_a_config():
+    job = Job(name="train", ssh_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB x")
+    running = Task(role="w", index=0, state="RUNNING", ip="10.0.0.5", ports={"ssh": [2222]})
+    done = Task(role="w", index=1, state="SUCCEEDED", ip="10.0.0.6", ports={"ssh": [2223]})
+    panel = ssh_panel(job, [running, done])
+    assert panel is not None
+    assert [t["sshCommand"] for t in panel["tasks"]] == [
+        "ssh -i train.id_ed25519 -p 2222 root@10.0.0.5"
+    ]
+    assert "Host train-w-0\n  HostName 10.0.0.5\n  Port 2222" in panel["config"]
+
+
+def test_a_running_job_shows_its_ssh_panel_and_key_link(web, alice, backend):
+    text = hello_job(command="sleep 20").replace("ports: {http: 1}", "ports: {http: 1, ssh: 1}")
+    text += (
+        "extras:\n  com.microsoft.pai.runtimeplugin: [{plugin: ssh, parameters: {jobssh: true}}]\n"
+    )
+    job = lifecycle.submit(alice, text)
+    reconcile_until(backend, lambda: Task.objects.filter(state="RUNNING").exists())
+    body = web.get("/jobs/alice~hello/").content.decode()
+    assert "ssh -i hello.id_ed25519 -p " in body
+    assert "/jobs/alice~hello/ssh-key/" in body
+    assert 'class="port-link"' in body
+    lifecycle.stop(job, alice)
+    settle(backend, job)
+
+
+def test_the_log_page_follows_a_task_and_stops_when_it_ends(web, alice, backend):
+    settle(backend, lifecycle.submit(alice, hello_job(command="echo followed")))
+    page = web.get("/jobs/alice~hello/logs/0/main-0/stdout/view/").content.decode()
+    assert "followed" in page and "has ended" in page and "hx-trigger" not in page
+    tail = web.get("/jobs/alice~hello/logs/0/main-0/stdout/tail/").content.decode()
+    assert "followed" in tail and "<html" not in tail
+
+
+def test_a_live_task_log_asks_again(web, alice, backend):
+    job = lifecycle.submit(alice, hello_job(command="sleep 20"))
+    reconcile_until(backend, lambda: Task.objects.filter(state="RUNNING").exists())
+    page = web.get("/jobs/alice~hello/logs/0/main-0/stdout/view/").content.decode()
+    assert 'hx-trigger="every 2s"' in page
+    lifecycle.stop(job, alice)
+    settle(backend, job)
+
+
+def test_another_user_gets_404_for_log_views(alice, bob, backend):
+    settle(backend, lifecycle.submit(alice, hello_job()))
+    client = Client()
+    client.force_login(bob)
+    assert client.get("/jobs/alice~hello/logs/0/main-0/stdout/view/").status_code == 404
+    assert client.get("/jobs/alice~hello/logs/0/main-0/stdout/tail/").status_code == 404
+    assert client.get("/jobs/alice~hello/ssh-key/").status_code == 404
+
+
+def test_the_detail_page_offers_clone_and_export(web, alice):
+    lifecycle.submit(alice, hello_job())
+    body = web.get("/jobs/alice~hello/").content.decode()
+    assert "/jobs/alice~hello/clone/" in body and "/jobs/alice~hello/config.yaml" in body
+
+
+def test_home_shows_my_jobs_by_state_recent_jobs_and_my_vcs(web, alice, bob):
+    lifecycle.submit(alice, hello_job(name="first"))
+    lifecycle.stop(lifecycle.submit(alice, hello_job(name="second")), alice)
+    lifecycle.submit(bob, hello_job(name="bobs"))
+    body = web.get("/").content.decode()
+    assert 'data-state="WAITING">1<' in body and 'data-state="STOPPED">1<' in body
+    assert "first" in body and "second" in body and "bobs" not in body
+    assert 'id="vc-default"' in body

@@ -1,0 +1,152 @@
+"""The submit page: live validation, upload, the form, clone and export."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+import yaml
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from jobs import lifecycle
+from jobs.models import Job
+from tests.jobs.samples import hello_job
+
+pytestmark = pytest.mark.django_db
+
+SECRET = hello_job(command="echo <% $secrets.token %>", secrets="{token: s3cr3t-value}")
+
+
+@pytest.fixture
+def web(alice) -> Client:
+    client = Client()
+    client.force_login(alice)
+    return client
+
+
+def form_data(**extra: str) -> dict[str, str]:
+    data = {
+        "mode": "form", "name": "built", "virtual_cluster": "default", "image": "python:3.11",
+        "role-0-name": "trainer", "role-0-instances": "2", "role-0-cpu": "1",
+        "role-0-memory": "256", "role-0-gpu": "0", "role-0-shm": "64",
+        "role-0-ports": "http:1 ssh:1", "role-0-commands": "echo one\necho two",
+        "role-0-min_failed": "1", "role-0-task_retry": "1",
+        "parameters": "lr: 0.1", "secrets": "token: abc", "pre_commands": "echo pre",
+    }  # fmt: skip
+    data.update(extra)
+    return data
+
+
+def test_the_submit_page_offers_three_ways(web):
+    body = web.get("/jobs/submit/").content.decode()
+    assert 'id="text-form"' in body and 'id="upload-form"' in body and 'id="builder-form"' in body
+    assert "free:" in body  # the virtual cluster's free quota
+
+
+def test_validation_names_the_path_and_line_of_an_error(web):
+    text = hello_job().replace("cpu: 1", "cpu: lots")
+    body = web.post("/jobs/submit/validate/", {"text": text}).content.decode()
+    assert "taskRoles.main.resourcePerInstance.cpu" in body
+    assert "line 9" in body
+
+
+def test_validation_gives_the_line_of_a_syntax_error(web):
+    body = web.post("/jobs/submit/validate/", {"text": "name: [unclosed\n"}).content.decode()
+    assert "line" in body
+
+
+def test_validation_says_a_good_job_is_valid(web):
+    body = web.post("/jobs/submit/validate/", {"text": hello_job()}).content.decode()
+    assert "Valid" in body and "hello" in body
+
+
+def test_validation_is_for_logged_in_posts_only(db):
+    assert Client().post("/jobs/submit/validate/", {"text": "x"}).status_code == 302
+
+
+def test_an_uploaded_yaml_file_is_submitted(web):
+    upload = SimpleUploadedFile("job.yaml", hello_job(name="uploaded").encode())
+    response = web.post("/jobs/submit/", {"mode": "file", "file": upload})
+    assert response.status_code == 302
+    assert response["Location"] == "/jobs/alice~uploaded/"
+
+
+def test_an_uploaded_file_of_another_kind_is_refused(web):
+    upload = SimpleUploadedFile("job.txt", hello_job().encode())
+    response = web.post("/jobs/submit/", {"mode": "file", "file": upload})
+    assert response.status_code == 400
+    assert b".json, .yaml or .yml" in response.content
+
+
+def test_a_too_large_upload_says_the_limit(web, settings):
+    settings.JOB_MAX_BYTES = 100
+    upload = SimpleUploadedFile("job.yml", hello_job().encode())
+    response = web.post("/jobs/submit/", {"mode": "file", "file": upload})
+    assert response.status_code == 400
+    assert b"at most 100 bytes" in response.content
+
+
+def test_the_form_builds_and_submits_a_v2_job(web):
+    response = web.post("/jobs/submit/", form_data())
+    assert response.status_code == 302, response.content.decode()
+    job = Job.objects.get(name="built")
+    role = job.protocol["taskRoles"]["trainer"]
+    assert role["instances"] == 2
+    assert role["resourcePerInstance"]["ports"] == {"http": 1, "ssh": 1}
+    assert role["commands"] == ["echo one", "echo two"]
+    assert role["taskRetryCount"] == 1
+    assert job.protocol["parameters"] == {"lr": "0.1"}
+    assert job.protocol["deployments"][0]["taskRoles"]["trainer"]["preCommands"] == ["echo pre"]
+
+
+def test_the_form_takes_several_roles_with_a_gpu_type(web):
+    data = form_data(**{"role-7-name": "ps", "role-7-instances": "1", "role-7-gputype": "V100"})
+    body = web.post("/jobs/submit/form-to-text/", data).content.decode()
+    job = yaml.safe_load(html.unescape(body.split(">", 2)[2].split("</textarea>")[0]))
+    assert list(job["taskRoles"]) == ["trainer", "ps"]
+    assert job["extras"]["hivedscheduler"]["taskRoles"]["ps"]["gpuType"] == "V100"
+
+
+def test_a_wrong_form_keeps_what_was_entered(web):
+    response = web.post("/jobs/submit/", form_data(**{"role-0-cpu": "-3"}))
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "taskRoles.trainer.resourcePerInstance.cpu" in body
+    assert 'value="trainer"' in body and 'value="-3"' in body
+
+
+def test_switching_from_form_to_text_keeps_the_job(web):
+    body = web.post("/jobs/submit/form-to-text/", form_data()).content.decode()
+    assert "trainer:" in body and "echo two" in body and "Valid" in body
+
+
+def test_cloning_proposes_a_new_name_and_blanks_secrets(web, alice):
+    lifecycle.submit(alice, SECRET)
+    body = web.get("/jobs/alice~hello/clone/").content.decode()
+    assert "hello_clone" in body
+    assert "s3cr3t-value" not in body and "******" not in body
+    assert "enter them again" in body
+
+
+def test_a_second_clone_gets_another_name(web, alice):
+    lifecycle.submit(alice, SECRET)
+    lifecycle.submit(alice, SECRET.replace("name: hello", "name: hello_clone"))
+    assert "hello_clone2" in web.get("/jobs/alice~hello/clone/").content.decode()
+
+
+def test_nobody_clones_or_exports_another_users_job(alice, bob):
+    lifecycle.submit(alice, SECRET)
+    client = Client()
+    client.force_login(bob)
+    assert client.get("/jobs/alice~hello/clone/").status_code == 404
+    assert client.get("/jobs/alice~hello/config.yaml").status_code == 404
+
+
+def test_export_downloads_the_config_with_secrets_masked(web, alice):
+    lifecycle.submit(alice, SECRET)
+    response = web.get("/jobs/alice~hello/config.yaml")
+    assert "attachment" in response["Content-Disposition"]
+    exported = yaml.safe_load(response.content)
+    assert exported["secrets"] == {"token": "******"}
+    assert exported["name"] == "hello"
