@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from rest_framework.test import APIClient
-from rest_framework.throttling import UserRateThrottle
+from portal.throttling import UserRateThrottle
 
 pytestmark = pytest.mark.django_db
 
@@ -63,3 +63,16 @@ def test_a_user_over_the_rate_limit_gets_429_with_retry_after(alice, monkeypatch
     response = client.get("/api/v2/jobs")
     assert int(response["Retry-After"]) > 0
     assert response.json()["code"] == "TooManyRequestsError"
+
+
+def test_the_rate_limit_counts_per_window_and_opens_again_in_the_next(alice, monkeypatch):
+    monkeypatch.setattr(UserRateThrottle, "THROTTLE_RATES", {"user": "2/minute"})
+    now = [600.0]  # the start of a minute
+    monkeypatch.setattr(UserRateThrottle, "timer", lambda self: now[0])
+    client = bearer(login())
+    assert [client.get("/api/v2/tokens").status_code for _ in range(3)] == [200, 200, 429]
+    now[0] = 630.0
+    response = client.get("/api/v2/tokens")
+    assert response.status_code == 429 and int(response["Retry-After"]) == 30
+    now[0] = 660.0  # the next minute
+    assert client.get("/api/v2/tokens").status_code == 200
