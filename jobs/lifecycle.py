@@ -90,7 +90,7 @@ def submit(
         raise SubmitError(
             409, [f"name: you already have a job named {protocol['name']!r}"]
         ) from None
-    news.after_commit(job.id, reconcile=True)
+    news.after_commit(job.id, reconcile=True, new=True)
     return job
 
 

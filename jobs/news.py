@@ -52,13 +52,15 @@ def gathered() -> Iterator[set[int]]:
         publish(ids)
 
 
-def after_commit(job_id: int, reconcile: bool = False) -> None:
+def after_commit(job_id: int, reconcile: bool = False, new: bool = False) -> None:
+    """Tell the job's open pages once the transaction commits (not for a ``new`` job: no page
+    can be open on it yet), and with ``reconcile`` ask for a reconcile pass."""
     gathering = _gathering.get()
-    if gathering is not None:
+    if gathering is not None and not new:
         transaction.on_commit(lambda: gathering.add(job_id), robust=True)
-    else:
+    elif not new:
         transaction.on_commit(lambda: publish([job_id]), robust=True)
     if reconcile:
-        from jobs.tasks import reconcile as reconcile_task
+        from jobs.reconcile import request_pass
 
-        transaction.on_commit(reconcile_task.delay, robust=True)
+        transaction.on_commit(request_pass, robust=True)

@@ -6,6 +6,7 @@ update inside it is also a compare-and-swap, so a pass that runs twice changes n
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
 from collections.abc import Iterator
@@ -54,10 +55,39 @@ class PassReport:
     touched_jobs: set[int] = field(default_factory=set)
 
 
+WANTED_KEY = "portal:reconcile:wanted"  # set: something changed since the last pass began
+QUEUED_KEY = "portal:reconcile:queued"  # set: a reconcile task is queued and has not started
+MAX_PASSES = 5  # passes one task runs back to back while more is wanted
+
+
+@functools.cache
+def redis_client(url: str) -> redis.Redis:
+    """One client (and connection pool) per process and URL."""
+    return redis.Redis.from_url(url)
+
+
+def request_pass() -> None:
+    """Ask for a reconcile pass soon, cheaply enough to call on every submission.
+
+    Marks a pass as wanted and queues a reconcile task only when none is queued already: a
+    thousand submissions in a second queue one task, not a thousand. The task clears "queued"
+    as it starts, and runs passes until nobody wants one any more, so a change made while a
+    pass runs is never left for the periodic pass.
+    """
+    from jobs.tasks import reconcile as reconcile_task
+
+    client = redis_client(settings.REDIS_URL)
+    with client.pipeline(transaction=False) as pipe:
+        pipe.set(WANTED_KEY, 1)
+        pipe.set(QUEUED_KEY, 1, nx=True, ex=60)
+        queued_now = pipe.execute()[1]
+    if queued_now:
+        reconcile_task.delay()
+
+
 @contextmanager
 def reconcile_lock() -> Iterator[bool]:
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    lock = client.lock(LOCK_NAME, timeout=120, blocking=False)
+    lock = redis_client(settings.REDIS_URL).lock(LOCK_NAME, timeout=120, blocking=False)
     got = lock.acquire()
     try:
         yield bool(got)
@@ -67,14 +97,23 @@ def reconcile_lock() -> Iterator[bool]:
                 lock.release()
             except redis.exceptions.LockError:
                 log.warning("the reconcile lock expired before the pass ended")
-        client.close()
 
 
 def reconcile(backend: Backend) -> PassReport:
-    with reconcile_lock() as got:
-        if not got:
-            return PassReport(skipped=True)
-        return run_pass(backend)
+    """Passes while one is wanted (at most ``MAX_PASSES``); skipped when another runs (which
+    sees "wanted" when it ends and goes round again)."""
+    client = redis_client(settings.REDIS_URL)
+    client.delete(QUEUED_KEY)
+    report = PassReport(skipped=True)
+    for _ in range(MAX_PASSES):
+        with reconcile_lock() as got:
+            if not got:
+                return report
+            client.delete(WANTED_KEY)
+            report = run_pass(backend)
+        if not client.exists(WANTED_KEY):
+            break
+    return report
 
 
 def run_pass(backend: Backend) -> PassReport:
