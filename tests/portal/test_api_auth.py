@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from rest_framework.test import APIClient
+
 from portal.throttling import UserRateThrottle
 
 pytestmark = pytest.mark.django_db
