@@ -8,12 +8,15 @@ from django.views.decorators.http import require_POST
 from clusters.registry import get_backend
 from jobs import lifecycle
 from jobs.access import job_for
-from jobs.models import Job, JobAttempt
+from jobs.models import Job, JobAttempt, Task
 from jobs.protocol import dump_yaml, mask_secrets
 from jobs.runtime.notes import runtime_notes
+from jobs.states import TaskState
 from jobs.views.tasks import port_links, ssh_panel
 
 LOG_TAIL_BYTES = 4096
+LOG_TAIL_TASKS = 8
+STREAMS = ("stdout", "stderr")
 
 
 def live_context(request: HttpRequest, job: Job) -> dict[str, object]:
@@ -22,28 +25,39 @@ def live_context(request: HttpRequest, job: Job) -> dict[str, object]:
     attempt = next((a for a in attempts if str(a.number) == chosen), None)
     attempt = attempt or (attempts[-1] if attempts else None)
     tasks = list(attempt.tasks.order_by("role", "index")) if attempt else []
-    backend = get_backend()
     for task in tasks:
         task.label = f"{task.role}-{task.index}"
         task.port_links = port_links(task)
-        task.log_tail = {
-            stream: backend.read_log(task.backend_ref, stream, LOG_TAIL_BYTES).decode(
-                "utf-8", "replace"
-            )
-            if task.backend_ref
-            else ""
-            for stream in ("stdout", "stderr")
-        }
+    tailed = tail_logs(tasks)
     context: dict[str, object] = {
         "job": job,
         "attempts": attempts,
         "attempt": attempt,
         "tasks": tasks,
+        "tailed": tailed,
+        "untailed": [t for t in tasks if t.backend_ref and t not in tailed],
         "ssh": ssh_panel(job, tasks),
         "is_owner": job.owner_id == request.user.pk,
     }
     context.update(runtime_notes(job))  # jobs.runtime: ssh key link, debug plugin note
     return context
+
+
+def tail_logs(tasks: list[Task]) -> list[Task]:
+    """The last lines of a few tasks' logs (failed ones first, then by role and index), each
+    as ``task.log_tail``: every refresh reads ``2 * LOG_TAIL_TASKS`` logs at most, which on
+    Kubernetes are API calls, however many tasks the job has. The others get links only."""
+    backend = get_backend()
+    started = [t for t in tasks if t.backend_ref]
+    chosen = sorted(started, key=lambda t: t.state != TaskState.FAILED)[:LOG_TAIL_TASKS]
+    for task in chosen:
+        task.log_tail = {
+            stream: backend.read_log(task.backend_ref, stream, LOG_TAIL_BYTES).decode(
+                "utf-8", "replace"
+            )
+            for stream in STREAMS
+        }
+    return chosen
 
 
 @login_required

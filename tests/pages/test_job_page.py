@@ -97,3 +97,23 @@ def test_home_shows_my_jobs_by_state_recent_jobs_and_my_vcs(web, alice, bob):
     assert 'data-state="WAITING">1<' in body and 'data-state="STOPPED">1<' in body
     assert "first" in body and "second" in body and "bobs" not in body
     assert 'id="vc-default"' in body
+
+
+def test_the_page_tails_the_logs_of_a_few_tasks_failed_first(monkeypatch):
+    from jobs.views import detail
+
+    reads: list[tuple[str, str]] = []
+
+    class Backend:
+        def read_log(self, ref: str, stream: str, tail: int) -> bytes:
+            reads.append((ref, stream))
+            return b"last line\n"
+
+    monkeypatch.setattr(detail, "get_backend", Backend)
+    tasks = [Task(role="w", index=i, state="RUNNING", backend_ref=f"a/w-{i}") for i in range(12)]
+    tasks[10].state = "FAILED"
+    tasks.append(Task(role="w", index=12, state="WAITING"))  # not started: no log
+    tailed = detail.tail_logs(tasks)
+    assert [t.index for t in tailed] == [10, 0, 1, 2, 3, 4, 5, 6]
+    assert len(reads) == 2 * detail.LOG_TAIL_TASKS
+    assert tailed[0].log_tail == {"stdout": "last line\n", "stderr": "last line\n"}
