@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench install assets chromium clean
+.PHONY: run test lint typecheck bench install assets chromium sshd clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -24,8 +24,14 @@ run: install
 chromium:
 	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
 
+# The ssh plugin's test starts sshd in its tasks. Installing the package must not leave a system
+# sshd on port 22: Docker's policy-rc.d forbids the start; elsewhere it is stopped again.
+sshd:
+	@test -x /usr/sbin/sshd || (apt-get update && apt-get install -y openssh-server && \
+		(invoke-rc.d ssh stop >/dev/null 2>&1 || :))
+
 ## Set up everything and run the whole test suite (PostgreSQL when DATABASE_URL is set).
-test: install chromium
+test: install chromium sshd
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy

@@ -1,13 +1,19 @@
 """What it takes to SSH into a job's tasks: per task its IP and ``ssh`` port, the job key's
-fingerprint (OpenSSH's ``SHA256:...``) and the ``ssh`` command line to paste."""
+fingerprint (OpenSSH's ``SHA256:...``) and the ``ssh`` command line to paste.
+
+The ssh plugin's sshd (``jobs.runtime.ssh.SSHD``) listens on the task's ``ssh`` port and lets
+in the task's own user: the portal's user on the local backend, the image's (root) in a pod."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import getpass
 import hashlib
 from collections.abc import Iterable
 from typing import Any
+
+from django.conf import settings
 
 from jobs.models import Job, Task
 
@@ -38,10 +44,15 @@ def ssh_port(task: Task) -> int | None:
     return int(ports[0]) if ports else None
 
 
+def ssh_user() -> str:
+    """Who a task's sshd lets in: tasks of the local backend run as the portal's own user."""
+    return getpass.getuser() if settings.CLUSTER_BACKEND == "local" else "root"
+
+
 def ssh_command(key: str, ip: str, port: int | None) -> str | None:
     if not ip or port is None:
         return None
-    return f"ssh -i {key} -p {port} root@{ip}"
+    return f"ssh -i {key} -p {port} {ssh_user()}@{ip}"
 
 
 def task_ssh(task: Task, key: str) -> dict[str, Any]:

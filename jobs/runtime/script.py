@@ -3,8 +3,9 @@
 Order of work: environment; barrier (every ``PAI_HOST_IP_*`` known, re-reading ``peers.env``
 in the working directory when a backend writes one, until a timeout: exit 201); the task's
 secret files (``task_files``: copied from ``$PAI_FILES_DIR`` where the backend mounts them
-there); plugins (ssh, storage: exit 203 when one cannot be set up); ``containerStart``
-callbacks in dependency order;
+there); plugins (ssh, storage: exit 203 when one cannot be set up; the ssh plugin also starts
+the image's sshd, if it has one, on the task's ``ssh`` port: ``jobs.runtime.ssh``);
+``containerStart`` callbacks in dependency order;
 the deployment's ``preCommands``; the ``cmd`` plugin's pre-commands; the role's commands. Then,
 from an EXIT trap so that they run whatever happened (failure, ``exit``, Stop's SIGTERM): the
 deployment's ``postCommands``, the ``cmd`` plugin's post-commands (after a success only) and
@@ -21,7 +22,8 @@ import shlex
 
 from jobs import plugins
 from jobs.protocol import Callback, render_callbacks, render_role
-from jobs.runtime.env import JobContext, env_name
+from jobs.runtime.env import JobContext
+from jobs.runtime.ssh import SSHD_STOP, ssh_on, ssh_setup
 
 BARRIER_TIMEOUT_CODE = 201
 CALLBACK_FAILED_CODE = 202
@@ -97,13 +99,14 @@ def bootstrap_script(ctx: JobContext, role: str, env: dict[str, str]) -> str:
     if ctx.protocol.get("extras", {}).get("v1") is not None:
         exports += 'export QIZHI_WORK_DIR="${PAI_WORK_DIR:-$PWD}"\n'
     parts = [HEAD, exports, PRELUDE, barrier(env, ctx.barrier_timeout)]
-    parts += [files_setup(task_files(ctx)), ssh_setup(ctx), storage_setup(ctx)]
+    parts += [files_setup(task_files(ctx)), ssh_setup(ctx, env), storage_setup(ctx)]
     parts.append(EXIT_HEAD % {"callback_code": CALLBACK_FAILED_CODE})
     parts.append(exit_step("postCommands", commands.post_commands))
     parts.append(indent(success_only(exit_step("cmd plugin postCommands", cmd_post))))
     for callback in (c for c in callbacks if c.event == "containerExit"):
         parts.append(exit_callback(callback))
     parts.append(debug_note(ctx))
+    parts.append(SSHD_STOP if ssh_on(ctx) else "")
     parts.append(EXIT_TAIL)
     for callback in (c for c in callbacks if c.event == "containerStart"):
         parts.append(start_callback(callback))
@@ -209,47 +212,6 @@ def files_setup(files: dict[str, str]) -> str:
     lines = [FILES % {"code": PLUGIN_FAILED_CODE}]
     lines += [f"portal_file {shlex.quote(path)}\n" for path in sorted(files)]
     return "".join(lines)
-
-
-def ssh_setup(ctx: JobContext) -> str:
-    """The job's key pair in ``$PAI_WORK_DIR/.ssh`` (authorized_keys, config for every
-    ``<role>-<index>``, an ``ssh`` wrapper first on PATH that uses that config)."""
-    jobssh, user_key = plugins.ssh_options(ctx.protocol)
-    keys = [k for k in (ctx.ssh_public_key if jobssh else "", user_key) if k]
-    if not keys:
-        return ""
-    lines = [
-        'portal_ssh="$PAI_WORK_DIR/.ssh"',
-        'mkdir -p "$portal_ssh/bin" && chmod 700 "$portal_ssh"',
-        f"printf '%s\\n' {' '.join(shlex.quote(k) for k in keys)} "
-        '> "$portal_ssh/authorized_keys"',
-        'chmod 600 "$portal_ssh/authorized_keys"',
-        ': > "$portal_ssh/config"',
-    ]
-    if jobssh and ctx.ssh_private_key:  # id_job itself is a task file (``task_files``)
-        lines.append(
-            f"printf '%s\\n' {shlex.quote(ctx.ssh_public_key)} > \"$portal_ssh/id_job.pub\""
-        )
-    for role, spec in ctx.protocol["taskRoles"].items():
-        for index in range(spec["instances"]):
-            key = f"{env_name(role)}_{index}"
-            lines.append(
-                f"printf 'Host %s\\n  HostName %s\\n  Port %s\\n  IdentityFile %s\\n"
-                "  StrictHostKeyChecking no\\n  UserKnownHostsFile /dev/null\\n' "
-                f'{shlex.quote(f"{role}-{index}")} "$PAI_HOST_IP_{key}" '
-                f'"${{PAI_PORT_LIST_{key}_ssh:-22}}" "$portal_ssh/id_job" >> "$portal_ssh/config"'
-            )
-    lines += [
-        "if command -v ssh >/dev/null 2>&1; then",
-        '  printf \'#!/bin/sh\\nexec %s -F %s "$@"\\n\' "$(command -v ssh)" '
-        '"$portal_ssh/config" > "$portal_ssh/bin/ssh"',
-        '  chmod 755 "$portal_ssh/bin/ssh"',
-        '  export PATH="$portal_ssh/bin:$PATH"',
-        "fi",
-        'export PAI_SSH_CONFIG="$portal_ssh/config"',
-        'portal_say "ssh: keys and config in $portal_ssh"',
-    ]
-    return "\n".join(lines) + "\n"
 
 
 def storage_setup(ctx: JobContext) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.models import Job, Task
-from jobs.sshinfo import ssh_info
+from jobs.sshinfo import ssh_info, ssh_user
 
 WEB_LABELS = ("jupyter", "tensorboard", "http", "https", "web", "ui", "notebook", "vscode")
 
@@ -31,10 +31,10 @@ def ssh_panel(job: Job, tasks: list[Task]) -> dict[str, Any] | None:
     rows = [row for row in info["tasks"] if row["sshCommand"]]
     if not rows:
         return None
-    key = info["keyPairName"]
+    key, user = info["keyPairName"], ssh_user()
     config = "\n".join(
         f"Host {job.name}-{r['taskRole']}-{r['taskIndex']}\n"
-        f"  HostName {r['containerIp']}\n  Port {r['containerSshPort']}\n  User root\n"
+        f"  HostName {r['containerIp']}\n  Port {r['containerSshPort']}\n  User {user}\n"
         f"  IdentityFile ~/.ssh/{key}\n  StrictHostKeyChecking accept-new\n"
         for r in rows
     )

@@ -7,6 +7,7 @@ from django.test import Client
 
 from jobs import lifecycle
 from jobs.models import Job, Task
+from jobs.sshinfo import ssh_user
 from jobs.views.tasks import port_links, ssh_panel
 from tests.jobs.helpers import reconcile_until, settle
 from tests.jobs.samples import hello_job
@@ -37,7 +38,7 @@ def test_the_ssh_panel_has_a_command_per_running_task_and_a_config():
     panel = ssh_panel(job, [running, done])
     assert panel is not None
     assert [t["sshCommand"] for t in panel["tasks"]] == [
-        "ssh -i train.id_ed25519 -p 2222 root@10.0.0.5"
+        f"ssh -i train.id_ed25519 -p 2222 {ssh_user()}@10.0.0.5"
     ]
     assert "Host train-w-0\n  HostName 10.0.0.5\n  Port 2222" in panel["config"]
 
