@@ -110,7 +110,7 @@ class _Builder:
         self.loader = loader
         self.resolvers: dict[Any, list[tuple[str, re.Pattern[str]]]]
         self.resolvers = loader.yaml_implicit_resolvers
-        self.words = _words(loader)
+        self.words, self.firsts = _lookups(loader)
         self.found: list[Found] = []
         self.plain = True  # no resolved key, no deep nesting: see load_noting
         # With YAML 1.1's own resolvers and int constructor, ASCII digits (no leading zero)
@@ -125,7 +125,7 @@ class _Builder:
             raise Unsupported
         if depth >= MAX_PLAIN_DEPTH:
             self.plain = False
-        handle, resolvers, words = self.handle, self.resolvers, self.words
+        handle, words, firsts, digits = self.handle, self.words, self.firsts, self.digits
         type_of, next_sibling, val_text = _TYPE, _NEXT_SIBLING, _VAL_TEXT
         if kind & _MAP:
             result: dict[Any, Any] = {}
@@ -136,32 +136,42 @@ class _Builder:
                 raw = key_text(handle, child)
                 if raw is None:  # "? " or ":" with no key: PyYAML may refuse it
                     raise Unsupported
-                key: Any = str(raw, "utf-8")
+                key: Any = raw.tobytes().decode()
+                if kind & _PAIR_CHECK == _VAL and len(raw) <= 1000:  # plain key, plain value
+                    first = key[:1]
+                    if first in firsts or key in words:  # maybe not a string, or refused
+                        key = self.key(key, first)
+                    if key in result:  # PyYAML's loader says where
+                        raise Unsupported
+                    raw = val_text(handle, child)
+                    value: Any = "" if raw is None else raw.tobytes().decode()
+                    first = value[:1]
+                    if first in firsts or value in words:
+                        small = len(value) <= 70 and value.isdigit() and value.isascii()
+                        if digits and small and first != "0":  # resolve's first case: an int
+                            value = int(value)  # (of at most 70 digits: to_plain keeps it)
+                        else:
+                            value = self.resolve_plain(value, first)
+                            if value.__class__ is not str and not _kept(value):
+                                self.found.append((result, key, (where, key)))
+                    result[key] = value
+                    child = next_sibling(handle, child)
+                    continue
                 first = key[:1]
                 # PyYAML refuses a key over 1024 characters or lines, which rapidyaml may pass
                 # (a quoted key may hide its line breaks): those go to PyYAML, as odd keys do.
-                if kind & _KEY_STYLED or len(raw) > 1000 or first in _INDICATORS:
+                if kind & _KEY_STYLED or len(raw) > 1000:
                     raise Unsupported
-                if first in resolvers and (key in words or not first.isalpha()):
-                    key = self.resolve(key)
-                    self.plain = self.plain and key.__class__ is str
-                if key in result:  # PyYAML's loader says where
+                if first in firsts or key in words:
+                    key = self.key(key, first)
+                if key in result:
                     raise Unsupported
                 if kind & _CONTAINER:
                     result[key] = self.node(child, kind, depth + 1, (where, key))
-                elif kind & _SCALAR_CHECK != _VAL:
-                    raise Unsupported
-                else:  # a scalar (as ``scalar``, inlined)
-                    raw = val_text(handle, child)
-                    value: Any = "" if raw is None else str(raw, "utf-8")
-                    if not kind & _VAL_STYLED:  # quoted or a block: a string
-                        first = value[:1]
-                        if first in _INDICATORS:  # rapidyaml lets some through
-                            raise Unsupported
-                        if first in resolvers and (value in words or not first.isalpha()):
-                            value = self.resolve(value)
-                            if value.__class__ is not str and not _kept(value):
-                                self.found.append((result, key, (where, key)))
+                else:
+                    value = self.scalar(child, kind)
+                    if value.__class__ is not str and not _kept(value):
+                        self.found.append((result, key, (where, key)))
                     result[key] = value
                 child = next_sibling(handle, child)
             return result
@@ -184,18 +194,31 @@ class _Builder:
             self.plain = False
         return value
 
+    def key(self, key: str, first: str) -> Any:
+        """A plain key that may be refused or resolved (``first``: its first character)."""
+        if first in _INDICATORS:
+            raise Unsupported
+        key = self.resolve(key)
+        self.plain = self.plain and key.__class__ is str
+        return key
+
     def scalar(self, node: int, kind: int) -> Any:
         if kind & _SCALAR_CHECK != _VAL:
             raise Unsupported
         raw = _VAL_TEXT(self.handle, node)
-        value = "" if raw is None else str(raw, "utf-8")
+        value = "" if raw is None else raw.tobytes().decode()
         if kind & _VAL_STYLED:  # quoted or a block: a string
             return value
         first = value[:1]
-        if first in _INDICATORS:  # rapidyaml lets some through that PyYAML refuses
+        if first in self.firsts or value in self.words:
+            return self.resolve_plain(value, first)
+        return value  # no implicit type could match: a string
+
+    def resolve_plain(self, value: str, first: str) -> Any:
+        """A plain scalar whose first character is ``first``: refused when no plain scalar
+        starts with it (rapidyaml lets some through that PyYAML refuses), else resolved."""
+        if first in _INDICATORS:
             raise Unsupported
-        if first not in self.resolvers or (first.isalpha() and value not in self.words):
-            return value  # no implicit type could match: a string
         return self.resolve(value)
 
     def resolve(self, value: str) -> Any:
@@ -222,19 +245,21 @@ def _kept(value: object) -> bool:
     return kind is bool or value is None or (kind is int and -_SMALL < value < _SMALL)  # type: ignore[operator]
 
 
-_WORDS: dict[type, frozenset[str]] = {}
+_LOOKUPS: dict[type, tuple[frozenset[str], frozenset[str]]] = {}
 
 
-def _words(loader: yaml.SafeLoader) -> frozenset[str]:
-    """The plain scalars starting with a letter that a resolver of ``loader`` matches.
+def _lookups(loader: yaml.SafeLoader) -> tuple[frozenset[str], frozenset[str]]:
+    """``(words, firsts)``: which plain scalars ``loader`` may not take as strings.
 
     YAML 1.1's implicit types that start with a letter are words (booleans such as ``yes``
     and ``Off``, and ``null``): a plain scalar starting with a letter that is none of them
     is a string, with no regular expression tried. The words are checked against the resolvers
     themselves; resolvers for any first character (``None``) send the text to PyYAML.
+    ``firsts`` are the other first characters to look at: those of the resolvers that are not
+    letters (digits, signs, ``.``, ``~``...) and the indicators no plain scalar starts with.
     """
-    words = _WORDS.get(type(loader))
-    if words is None:
+    found = _LOOKUPS.get(type(loader))
+    if found is None:
         resolvers = loader.yaml_implicit_resolvers
         candidates = {
             spelling
@@ -246,8 +271,10 @@ def _words(loader: yaml.SafeLoader) -> frozenset[str]:
             for word in candidates
             if any(pattern.match(word) for _tag, pattern in resolvers.get(word[0], []))
         )
-        _WORDS[type(loader)] = words
-    return words
+        signs = {first for first in resolvers if isinstance(first, str) and not first.isalpha()}
+        found = words, _INDICATORS | signs
+        _LOOKUPS[type(loader)] = found
+    return found
 
 
 def _odd_block(text: str) -> bool:
@@ -264,7 +291,7 @@ def _odd_block(text: str) -> bool:
 
 def _only_a_yaml_directive(text: str) -> bool:
     first = _YAML_DIRECTIVE.match(text)
-    return first is not None and "\n%" not in text[first.end() - 1 :]
+    return first is not None and text.find("\n%", first.end() - 1) == -1
 
 
 _INT = "tag:yaml.org,2002:int"
@@ -293,3 +320,5 @@ if ryml is not None:
         ryml.KEYTAG | ryml.VALTAG | ryml.KEYANCH | ryml.VALANCH | ryml.KEYREF | ryml.VALREF
     ) | (ryml.KEY_UNFILT | ryml.VAL_UNFILT | ryml.FLOW_SL | ryml.FLOW_ML)
     _SCALAR_CHECK = _REJECT | _VAL  # a scalar has VAL and nothing of _REJECT
+    # A pair with a plain key and a plain scalar value has VAL and nothing else of these.
+    _PAIR_CHECK = _SCALAR_CHECK | _CONTAINER | _KEY_STYLED | _VAL_STYLED

@@ -107,9 +107,10 @@ def unknown_keys(
     issues: Issues, path: Where, mapping: dict[str, Any], allowed: Iterable[str]
 ) -> None:
     """An issue for each key of ``mapping`` that is not ``allowed`` (with a guess at the typo)."""
-    known = list(allowed)
+    known = tuple(allowed)
+    names = frozenset(known)  # a key is looked up at once, not compared with each name
     for key in mapping:
-        if key not in known:
+        if key not in names:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f' (did you mean "{close[0]}"?)' if close else ""
             issues.add((path, key), f"unknown field{hint}")

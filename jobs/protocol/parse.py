@@ -22,6 +22,7 @@ from jobs.protocol.plain import vouched
 MAX_JOB_BYTES = 1024 * 1024
 
 _STRICT_JSON = re.compile(r'^\s*\{\s*(?:"|\}|//)')  # a quoted first key: JSON, not YAML
+_BRACE_FIRST = re.compile(r"\s*\{")  # as ``text.lstrip().startswith("{")``, without a copy
 _LINE_COMMENT = re.compile(r"^[ \t]*//[^\n]*$", re.MULTILINE)
 
 
@@ -74,8 +75,8 @@ def decode(text: str | bytes) -> str:
     """The job text as ``str``, refusing what is too big, not UTF-8, or empty."""
     if isinstance(text, bytes | bytearray):
         size = len(text)
-    elif isinstance(text, str):
-        size = len(text.encode("utf-8", "surrogatepass"))
+    elif isinstance(text, str):  # its UTF-8 size (an ASCII text's length, with no copy)
+        size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     else:
         raise ProtocolError.single("", f"a job file must be text, got {type(text).__name__}")
     if size > MAX_JOB_BYTES:
@@ -90,7 +91,7 @@ def decode(text: str | bytes) -> str:
                 "", f"the job file is not UTF-8 text (bad byte at offset {exc.start})"
             ) from None
     text = text.removeprefix("\ufeff")
-    if not text.strip():
+    if not text or text.isspace():  # as ``not text.strip()``, without copying the text
         raise ProtocolError.single("", "the job file is empty")
     return text
 
@@ -100,7 +101,7 @@ def parse_text(text: str | bytes) -> tuple[object, str]:
     source = decode(text)
     if _STRICT_JSON.match(source):
         return _parse_json(source), "json"
-    if source.lstrip().startswith("{"):
+    if _BRACE_FIRST.match(source):
         try:
             return _parse_json(source), "json"
         except ProtocolError as json_error:
@@ -115,7 +116,7 @@ def parse_job(text: str | bytes) -> tuple[object, dict[str, str] | None]:
     """``parse_text``'s document, with ``to_plain``'s float sources when the YAML fast path
     vouches that ``to_plain`` would change nothing else (None: the caller calls to_plain)."""
     source = decode(text)
-    if not source.lstrip().startswith("{"):
+    if not _BRACE_FIRST.match(source):
         try:
             data, found = fastyaml.load_noting(source, _SCALARS)
         except fastyaml.Unsupported:

@@ -29,6 +29,7 @@ KNOWN = (
     "protocolVersion", "name", "type", "version", "contributor", "description", "auth", "uri",
     "plugin", "require", "callbacks", "failurePolicy",
 )  # fmt: skip
+_KNOWN = frozenset(KNOWN)
 
 
 def is_version_two(value: object) -> bool:
@@ -78,7 +79,7 @@ def check_prerequisites(
 def _check_one(
     issues: Issues, path: Where, spec: dict[str, Any], sources: dict[str, str]
 ) -> dict[str, Any]:
-    out = {key: val for key, val in spec.items() if key not in KNOWN or val is not None}
+    out = {key: val for key, val in spec.items() if key not in _KNOWN or val is not None}
     if given(spec, "name"):
         want_str(issues, (path, "name"), spec["name"], non_empty=True)
     else:

@@ -28,6 +28,7 @@ _STEP = re.compile(r"\.([^.\[\]\s]+)|\[([0-9]+)\]")
 # The common case, a root and one key (``<% $data.name %>``): resolved without normalising.
 _SIMPLE = re.compile(r"\s*(\$[A-Za-z_]+|this\.parameters)\.([^.\[\]\s]+)\s*\Z")
 SELECTIONS = {"$data": "data", "$output": "output", "$script": "script"}
+_ROLE_ROOTS = (*SELECTIONS.items(), ("$dockerImage", "dockerImage"))  # (root, role's key)
 
 
 UNCHECKED = object()  # a root whose value was invalid: references into it are not reported
@@ -55,7 +56,7 @@ def role_scope(
     if prereqs is None:
         prereqs = prerequisites_by_name(job)
     scope = _base(job)
-    for root, key in [*SELECTIONS.items(), ("$dockerImage", "dockerImage")]:
+    for root, key in _ROLE_ROOTS:
         selected = spec.get(key) if isinstance(spec, dict) else None
         if isinstance(selected, str) and isinstance(prereqs.get(selected), dict):
             scope.roots[root] = prereqs[selected]
@@ -123,7 +124,13 @@ def as_text(value: Any) -> str:
         return value
     if value is None:
         return ""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if value.__class__ is int:  # as JSON spells it
+        return str(value)
+    return _JSON.encode(value)
+
+
+# What ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` uses, built once.
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def render(text: str, scope: Scope) -> str:
@@ -189,10 +196,11 @@ def check_job(issues: Issues, job: dict[str, Any], unchecked: frozenset[str] = f
                     where: Where = (((("prerequisites", index), "callbacks"), position), "commands")
                     check_strings(issues, where, callback.get("commands"), scope)
     scopes: dict[str, Scope] = {}  # each role's scope, built once
+    prereqs = prerequisites_by_name(job)
 
     def scope_of(role: str) -> Scope:
         if role not in scopes:
-            scopes[role] = role_scope(job, role)
+            scopes[role] = role_scope(job, role, prereqs)
         return scopes[role]
 
     for name, spec in roles.items():

@@ -46,16 +46,25 @@ _SCALARS = (str, int, float, bool, type(None))
 
 
 def _copy_json(value: Any, depth: int) -> Any:
-    if depth > 200:
-        raise _NotJson
+    """A shallow copy of each dict and list (in C), whose containers are then replaced by
+    their own copies (replacing the value of a key does not disturb iterating a dict)."""
     kind = type(value)
     if kind is dict:
-        return {
-            key: item if type(item) in _SCALARS else _copy_json(item, depth + 1)
-            for key, item in value.items()
-        }
+        if depth > 200:
+            raise _NotJson
+        result = value.copy()
+        for key, item in result.items():
+            if type(item) not in _SCALARS:
+                result[key] = _copy_json(item, depth + 1)
+        return result
     if kind is list:
-        return [item if type(item) in _SCALARS else _copy_json(item, depth + 1) for item in value]
+        if depth > 200:
+            raise _NotJson
+        items = value.copy()
+        for index, item in enumerate(items):
+            if type(item) not in _SCALARS:
+                items[index] = _copy_json(item, depth + 1)
+        return items
     if kind in _SCALARS:
         return value
     raise _NotJson
