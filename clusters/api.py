@@ -24,12 +24,30 @@ def error(code: str, message: str, status_code: int) -> Response:
     return Response({"code": code, "message": message}, status=status_code)
 
 
-def shape(r: Resources | Limit) -> dict[str, Any]:
-    gpus = r.gpus
+def shape(r: Resources | Limit, ceiling: Limit | None = None) -> dict[str, Any]:
+    """OpenPAI's resource counts, always numbers: a resource without a limit counts as the
+    ``ceiling`` (the cluster's capacity: all an unlimited quota can guarantee), or 0 when even
+    that is unknown. ``quota`` (see ``vc_info``) keeps the limits as set, null for none."""
+    top = ceiling or Limit()
+
+    def count(value: int | None, most: int | None) -> int:
+        return value if value is not None else (most or 0)
+
+    gpus = r.gpus if r.gpus is not None else (top.gpus or {})
     return {
-        "vCores": r.cpu,
-        "memory": r.memory_mb,
-        "GPUs": None if gpus is None else sum(gpus.values()),
+        "vCores": count(r.cpu, top.cpu),
+        "memory": count(r.memory_mb, top.memory_mb),
+        "GPUs": sum(gpus.values()),
+        "gpuTypes": dict(sorted(gpus.items())),
+    }
+
+
+def quota_shape(quota: Limit) -> dict[str, Any]:
+    """The quota as set, in the shape ``PUT``'s ``resourcesGuaranteed`` takes (null: no limit)."""
+    gpus = quota.gpus
+    return {
+        "vCores": quota.cpu,
+        "memory": quota.memory_mb,
         "gpuTypes": None if gpus is None else dict(sorted(gpus.items())),
     }
 
@@ -47,8 +65,9 @@ def vc_info(view: VCView, capacity: Limit) -> dict[str, Any]:
         "description": vc.description,
         "resourcesUsed": shape(view.used),
         "resourcesBorrowed": shape(view.borrowed),
-        "resourcesGuaranteed": shape(view.quota),
+        "resourcesGuaranteed": shape(view.quota, capacity),
         "resourcesTotal": shape(capacity),
+        "quota": quota_shape(view.quota),
         "numJobs": view.running + view.waiting,
         "numActiveJobs": view.running,
         "numPendingJobs": view.waiting,

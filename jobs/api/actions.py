@@ -62,7 +62,8 @@ def attempt_detail(job: Job, attempt: JobAttempt, latest: int) -> dict[str, Any]
         "state": attempt.state,
         "attemptIndex": attempt.number,
         "maxAttemptCount": int(job.protocol.get("jobRetryCount", 0)) + 1,
-        "jobStartedTime": epoch_ms(job.started_at),
+        # An integer in OpenPAI's contract: the submission time until the job has started.
+        "jobStartedTime": epoch_ms(job.started_at or job.created_at),
         "attemptStartedTime": epoch_ms(attempt.created_at),
         "attemptCompletedTime": epoch_ms(attempt.completed_at),
         "exitCode": attempt.exit_code,

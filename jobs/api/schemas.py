@@ -129,7 +129,7 @@ class JobAttemptSerializer(serializers.Serializer[dict[str, object]]):
     state = serializers.CharField()
     attemptIndex = serializers.IntegerField()
     maxAttemptCount = serializers.IntegerField()
-    jobStartedTime = nullable_int()
+    jobStartedTime = serializers.IntegerField()
     attemptStartedTime = nullable_int()
     attemptCompletedTime = nullable_int()
     exitCode = nullable_int()
@@ -162,8 +162,17 @@ class ResourcesSerializer(serializers.Serializer[dict[str, object]]):
     gpuTypes = serializers.DictField(child=serializers.IntegerField(), allow_null=True)
 
 
+class QuotaSerializer(serializers.Serializer[dict[str, object]]):
+    vCores = nullable_int()
+    memory = nullable_int()
+    gpuTypes = serializers.DictField(child=serializers.IntegerField(), allow_null=True)
+
+
 class VirtualClusterSerializer(serializers.Serializer[dict[str, object]]):
     description = serializers.CharField(allow_blank=True)
+    quota = QuotaSerializer(
+        required=False, help_text="the limits as set (null: none); resources* count them"
+    )
     capacity = serializers.FloatField()
     usedCapacity = serializers.FloatField()
     maxCapacity = serializers.FloatField()

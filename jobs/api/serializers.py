@@ -47,14 +47,18 @@ def exit_spec(task: Task) -> dict[str, Any] | None:
     spec = task.exit_spec or {}
     if not spec:
         return None
-    return {
-        "code": spec.get("exit_code"),
+    body: dict[str, Any] = {
         "phrase": spec.get("phrase"),
         "type": spec.get("type"),
         "reason": spec.get("reason"),
-        "solution": spec.get("solution"),
+        # OpenPAI's exit spec: ``code`` an integer (left out when there was none), ``solution``
+        # a list of strings.
+        "solution": [spec["solution"]] if spec.get("solution") else [],
         "matchedLines": spec.get("lines", []),
     }
+    if spec.get("exit_code") is not None:
+        body["code"] = spec["exit_code"]
+    return body
 
 
 def app_exit_spec(job: Job, tasks: list[Task]) -> dict[str, Any] | None:

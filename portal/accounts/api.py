@@ -128,17 +128,27 @@ class TokenView(APIView):
         return Response({"message": "revoke successfully"})
 
 
+class InfoSerializer(ClusterInfoSerializer):
+    launcherType = serializers.ChoiceField(choices=["k8s"])
+    backend = serializers.CharField(help_text="the backend that runs the tasks")
+
+
 class InfoView(APIView):
+    """OpenPAI's cluster info. ``launcherType`` is always ``k8s`` (OpenPAI knows only ``yarn``
+    and ``k8s``): whatever runs the tasks, this API speaks the k8s launcher's dialect (v2 jobs,
+    ``/kubernetes/nodes``); ``backend`` says what actually runs them."""
+
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
 
-    @extend_schema(responses={200: ClusterInfoSerializer})
+    @extend_schema(responses={200: InfoSerializer})
     def get(self, request: Request) -> Response:
         return Response(
             {
                 "name": "PAI RESTful API",
                 "version": "v1.0.1",
-                "launcherType": "k8s" if settings.CLUSTER_BACKEND == "kubernetes" else "local",
+                "launcherType": "k8s",
                 "authnMethod": "basic",
+                "backend": settings.CLUSTER_BACKEND,
             }
         )

@@ -12,6 +12,7 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
+from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -52,12 +53,13 @@ def run_schema(
             response = case.call(headers={"Authorization": f"Bearer {token}"})
             try:
                 case.validate_response(response, checks=tuple(checks))
-            except (AssertionError, ExceptionGroup) as exc:
-                found = exc.exceptions if isinstance(exc, ExceptionGroup) else [exc]
+            except (AssertionError, FailureGroup) as exc:
+                # Several failed checks come as a FailureGroup (a BaseExceptionGroup, so not
+                # an ExceptionGroup); each one's title alone would hide which field broke.
+                found = exc.exceptions if isinstance(exc, BaseExceptionGroup) else [exc]
                 for one in found:
-                    failures.append(
-                        f"{case.method} {case.formatted_path}: {str(one).strip()[:300]}"
-                    )
+                    text = " ".join(str(getattr(one, "message", "") or one).split())
+                    failures.append(f"{case.method} {case.formatted_path}: {text[:300]}")
 
         # As Django's test client does: keep the test's connection (and transaction) open.
         request_started.disconnect(close_old_connections)
@@ -67,4 +69,4 @@ def run_schema(
         finally:
             request_started.connect(close_old_connections)
             request_finished.connect(close_old_connections)
-    return ran, failures
+    return ran, list(dict.fromkeys(failures))
