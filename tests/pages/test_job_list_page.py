@@ -48,6 +48,8 @@ def test_filters_by_state_user_vc_and_keyword(alice, bob):
     assert "bobs_job" in web.get("/jobs/?user=bob&vc=default").content.decode()
     assert "job000" not in web.get("/jobs/?user=bob").content.decode()
     assert "bobs_job" not in web.get("/jobs/?vc=nope&user=").content.decode()
+    nobody = web.get("/jobs/?user=nobody").content.decode()
+    assert "No jobs" in nobody and "job000" not in nobody and "bobs_job" not in nobody
 
 
 def test_another_users_job_is_listed_without_a_link(alice, bob):
