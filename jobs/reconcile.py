@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 import redis
 from django.conf import settings
 from django.core.cache import cache
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -31,7 +32,7 @@ from clusters.backends.base import (
 from clusters.quota import gpu_type_of
 from jobs import lifecycle, news
 from jobs.completion import TaskView, decide
-from jobs.models import Job, JobAttempt, Task
+from jobs.models import Job, JobAttempt, JobEvent, Task
 from jobs.protocol import render_registry_auth
 from jobs.runtime import JobContext, bootstrap_script, task_environment, task_files
 from jobs.runtime.context import context_for
@@ -249,33 +250,57 @@ def task_rows(tasks: QuerySet[Task]) -> list[TaskRow]:
 
 
 def observe(backend: Backend, report: PassReport) -> None:
-    """One backend call for every live task, then a compare-and-swap update per changed task."""
+    """One backend call for every live task, then the changes saved in a few queries."""
     live = task_rows(Task.objects.filter(state__in=LIVE_TASK_STATES).exclude(backend_ref=""))
     if not live:
         return
     seen = backend.observe([t.backend_ref for t in live])
+    changed: list[tuple[TaskRow, dict[str, object]]] = []
     for task in live:
         obs = seen.get(task.backend_ref) or Observation(task.backend_ref, TaskPhase.GONE)
         changes = changes_for(task, obs)
-        if not changes:
-            continue
-        # jobs.runtime (issue 4): a task that ends gets the exit spec's phrase and reason.
-        changes.update(exit_changes(backend, task.backend_ref, changes, task.stop_requested))
-        moved = Task.objects.filter(
-            id=task.id, state=task.state, backend_ref=task.backend_ref
-        ).update(**changes)
-        if moved:
-            report.changed_tasks += 1
-            report.touched_jobs.add(task.job_id)
-            if "state" in changes and changes["state"] != task.state:
-                lifecycle.record(
-                    task.job_id,
-                    "task",
-                    f"{task.role}-{task.index} {changes['state'].lower()}"
+        if changes:
+            # jobs.runtime (issue 4): a task that ends gets the exit spec's phrase and reason.
+            changes.update(exit_changes(backend, task.backend_ref, changes, task.stop_requested))
+            changed.append((task, changes))
+    if changed:
+        save_changes(changed, report)
+
+
+def save_changes(changed: list[tuple[TaskRow, dict[str, object]]], report: PassReport) -> None:
+    """A compare-and-swap for many tasks in a constant number of queries: lock the rows, keep
+    the changes of the tasks still in the state and on the backend ref they were observed in
+    (a Stop or another pass may have moved them since), write them grouped by the fields they
+    change, and record each change of state as an event."""
+    with transaction.atomic():
+        current = {
+            row[0]: row[1:]
+            for row in Task.objects.select_for_update()
+            .filter(id__in=[task.id for task, _ in changed])
+            .values_list("id", "state", "backend_ref")
+        }
+        kept = [(t, c) for t, c in changed if current.get(t.id) == (t.state, t.backend_ref)]
+        groups: dict[tuple[str, ...], list[Task]] = defaultdict(list)
+        for task, changes in kept:
+            groups[tuple(sorted(changes))].append(Task(id=task.id, **changes))
+        for fields, rows in groups.items():
+            Task.objects.bulk_update(rows, fields, batch_size=1000)
+        JobEvent.objects.bulk_create(
+            [
+                JobEvent(
+                    job_id=task.job_id,
+                    kind="task",
+                    message=f"{task.role}-{task.index} {str(changes['state']).lower()}"
                     + (f": {changes['diagnostics']}" if changes.get("diagnostics") else ""),
-                    task.attempt_number,
-                    f"{task.role}-{task.index}",
+                    attempt_number=task.attempt_number,
+                    task=f"{task.role}-{task.index}",
                 )
+                for task, changes in kept
+                if "state" in changes and changes["state"] != task.state
+            ]
+        )
+    report.changed_tasks += len(kept)
+    report.touched_jobs.update(task.job_id for task, _ in kept)
 
 
 def changes_for(task: TaskRow, obs: Observation) -> dict[str, object]:
