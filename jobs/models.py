@@ -58,6 +58,8 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="job_owner_recent"),
             models.Index(fields=["state", "created_at"], name="job_state_fifo"),
+            # The job list filtered by state and sorted by name walks it (else: sort them all).
+            models.Index(fields=["state", "name", "id"], name="job_state_name"),
         ]
 
     def __str__(self) -> str:

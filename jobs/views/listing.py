@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -12,8 +13,9 @@ from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce, Now
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.urls import reverse_lazy
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
 
 from clusters.models import VirtualCluster
 from jobs.access import listable_jobs
@@ -22,7 +24,6 @@ from jobs.states import JobState
 
 PAGE_SIZES = (25, 50, 100)
 STOPPABLE = {JobState.WAITING, JobState.RUNNING}
-JOBS_PATH = reverse_lazy("jobs:list")
 # Sort keys shown in the header -> the columns they order by (``id`` breaks ties; "submitted"
 # is the id order, which is the order of ``created_at`` and walks the primary key index).
 SORTS = {
@@ -137,7 +138,7 @@ class Row:
     stoppable: bool
 
 
-def list_row(row: dict[str, Any], viewer: Any) -> Row:
+def list_row(row: dict[str, Any], viewer: Any, jobs_path: str) -> Row:
     mine = row["owner__username"] == viewer.get_username() or viewer.is_staff
     created = timezone.localtime(row["created_at"])
     duration = elapsed(row["started_at"], row["completed_at"])
@@ -151,7 +152,7 @@ def list_row(row: dict[str, Any], viewer: Any) -> Row:
         retries=row["retries"],
         tasks=row["task_count"],
         gpus=row["gpu_count"],
-        url=f"{JOBS_PATH}{quote(row['owner__username'])}~{quote(row['name'])}/" if mine else "",
+        url=f"{jobs_path}{quote(row['owner__username'])}~{quote(row['name'])}/" if mine else "",
         created_iso=created.isoformat(),
         created=created.strftime("%Y-%m-%d %H:%M:%S"),
         duration=str(duration).split(".")[0] if duration else "–",
@@ -159,13 +160,44 @@ def list_row(row: dict[str, Any], viewer: Any) -> Row:
     )
 
 
+ROW = (
+    '<tr id="job-{}"><td>{}</td><td>{}</td><td><time datetime="{}">{}</time></td><td>{}</td>'
+    "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+    '<td><span class="state state-{}">{}</span>{}</td></tr>'
+)
+
+
+def row_html(row: Row) -> SafeString:
+    """One row of the table, every value escaped here (``html.escape``, as Django's ``escape``
+    does it): the template engine costs about 20 us a value and ``format_html`` half of that,
+    which at 100 rows and 14 values was most of the page's time."""
+    e = html.escape
+    box = (
+        f'<input type="checkbox" name="job" value="{row.id}" aria-label="select {e(row.name)}">'
+        if row.stoppable
+        else ""
+    )
+    name = f'<a href="{e(row.url)}">{e(row.name)}</a>' if row.url else e(row.name)
+    reason = (
+        f'<br><small class="reason">{e(row.reason)}</small>'
+        if row.state == JobState.WAITING
+        else ""
+    )
+    cells = (
+        e(row.created_iso), e(row.created), e(row.owner), e(row.duration), e(row.vc),
+        row.retries, row.tasks, row.gpus, e(row.state.lower()), e(row.state),
+    )  # fmt: skip
+    return mark_safe(ROW.format(row.id, box, name, *cells, reason))  # noqa: S308 (escaped above)
+
+
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
     f = filters_of(request)
     start = (f.page - 1) * f.size
     rows = list(filtered(request, f).values(*LIST_FIELDS)[start : start + f.size + 1])
+    path = reverse("jobs:list")
     context = {
-        "jobs": [list_row(row, request.user) for row in rows[: f.size]],
+        "rows": [row_html(list_row(row, request.user, path)) for row in rows[: f.size]],
         "f": f,
         "has_next": len(rows) > f.size,
         "next_url": query(f, page=f.page + 1),

@@ -123,3 +123,16 @@ def test_an_admin_stops_anyones_jobs_from_the_list(alice, admin):
     client_for(admin).post("/jobs/stop/", {"job": [job.id]})
     job.refresh_from_db()
     assert job.state == JobState.STOPPED
+
+
+def test_a_row_escapes_what_it_shows():
+    from jobs.views.listing import Row, row_html
+
+    row = Row(
+        id=7, name="a&b", owner="o'neil", vc="<vc>", state="WAITING", reason='<img src=x a="1">',
+        retries=0, tasks=1, gpus=0, url="/jobs/o%27neil~a%26b/", created_iso="t", created="t",
+        duration="–", stoppable=True,
+    )  # fmt: skip
+    html = str(row_html(row))
+    assert "<img" not in html and "&lt;img src=x a=&quot;1&quot;&gt;" in html
+    assert "&lt;vc&gt;" in html and "o&#x27;neil" in html and ">a&amp;b</a>" in html
