@@ -11,7 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+import orjson
 from django.db import connection, transaction
+from django.db.models import BooleanField, ExpressionWrapper, Q, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from clusters import capacity
@@ -98,7 +101,13 @@ def submit_check(user: Any, protocol: dict[str, Any], vc_name: str | None) -> Vi
     return vc
 
 
-FIELDS = ("id", "virtual_cluster__name", "resources", "created_at", "priority")
+FIELDS = ("id", "virtual_cluster__name", "resources_text", "created_at", "priority")
+# Read as text and decoded with orjson, and "has it started" instead of the time itself: a pass
+# reads every waiting job, and Django's JSON and datetime converters were a third of it.
+READ_AS = {
+    "resources_text": Cast("resources", TextField()),
+    "preempted": ExpressionWrapper(Q(started_at__isnull=False), output_field=BooleanField()),
+}
 
 
 Loaded = tuple[list[Queue], Limit, list[Running], list[Waiting], dict[int, tuple[str, int | None]]]
@@ -112,23 +121,27 @@ def load(backend: Backend | None) -> Loaded:
         Running(
             row["id"],
             row["virtual_cluster__name"],
-            resources_of(row["resources"]),
+            resources_of(orjson.loads(row["resources_text"])),
             row["created_at"],
             row["priority"],
             row["borrowing"],
         )
-        for row in Job.objects.filter(state__in=[JobState.RUNNING, JobState.STOPPING]).values(
-            *FIELDS, "borrowing"
-        )
+        for row in Job.objects.filter(state__in=[JobState.RUNNING, JobState.STOPPING])
+        .annotate(**READ_AS)
+        .values(*FIELDS, "borrowing")
     ]
-    rows = Job.objects.filter(state=JobState.WAITING).values(
-        *FIELDS,
-        "opportunistic",
-        "started_at",
-        "owner__username",
-        "name",
-        "reason",
-        "queue_position",
+    rows = (
+        Job.objects.filter(state=JobState.WAITING)
+        .annotate(**READ_AS)
+        .values(
+            *FIELDS,
+            "opportunistic",
+            "preempted",
+            "owner__username",
+            "name",
+            "reason",
+            "queue_position",
+        )
     )
     waiting, standing = [], {}
     for row in rows:
@@ -136,11 +149,11 @@ def load(backend: Backend | None) -> Loaded:
             Waiting(
                 row["id"],
                 row["virtual_cluster__name"],
-                resources_of(row["resources"]),
+                resources_of(orjson.loads(row["resources_text"])),
                 row["created_at"],
                 row["priority"],
                 row["opportunistic"],
-                preempted=row["started_at"] is not None,
+                preempted=row["preempted"],
                 label=f"{row['owner__username']}~{row['name']}",
             )
         )
