@@ -10,11 +10,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from clusters.registry import get_backend
 from jobs.access import job_for
 from jobs.api.schemas import ERRORS, MessageSerializer
 from jobs.models import Job, JobAttempt, Task
 from jobs.sshinfo import ssh_info
+from jobs.tasklogs import read_task_log
 
 STREAMS = ("stdout", "stderr")
 MAX_TAGS = 64
@@ -123,5 +123,5 @@ class TaskLogView(APIView):
         ).first()
         if row is None or not row.backend_ref:
             raise Http404(f"no task {task} in attempt {attempt} of {job.name}")
-        body = get_backend().read_log(row.backend_ref, stream, tail)
+        body = read_task_log(job, row.backend_ref, stream, tail)
         return HttpResponse(body, content_type="text/plain; charset=utf-8")

@@ -15,7 +15,7 @@ from jobs.protocol.render import (
     render_role,
 )
 from jobs.protocol.schema import json_schema
-from jobs.protocol.secrets import SECRET_MASK, mask_secrets
+from jobs.protocol.secrets import SECRET_MASK, SecretMasker, mask_secrets, secret_masker
 
 __all__ = [
     "MAX_JOB_BYTES",
@@ -25,6 +25,7 @@ __all__ = [
     "ProtocolError",
     "ProtocolIssue",
     "RoleCommands",
+    "SecretMasker",
     "dump_yaml",
     "json_schema",
     "load_job",
@@ -33,4 +34,5 @@ __all__ = [
     "render_callbacks",
     "render_registry_auth",
     "render_role",
+    "secret_masker",
 ]

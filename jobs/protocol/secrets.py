@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import re
+from collections.abc import Iterator
 from typing import Any
 
 from jobs.protocol.references import REFERENCE
@@ -26,6 +28,65 @@ def mask_secrets(job: dict[str, Any]) -> dict[str, Any]:
             if not (isinstance(password, str) and REFERENCE.fullmatch(password.strip())):
                 auth["password"] = SECRET_MASK
     return masked
+
+
+MIN_SECRET_CHARS = 4  # shorter values ("1", "yes") would mask half of every log
+
+
+class SecretMasker:
+    """Replaces every secret value of a job by ``SECRET_MASK`` in text read back from a task
+    (its logs): built once per read by ``secret_masker``, called on the bytes."""
+
+    def __init__(self, values: set[str]) -> None:
+        encoded = sorted({v.encode() for v in values}, key=len, reverse=True)
+        self.pattern = re.compile(b"|".join(re.escape(v) for v in encoded)) if encoded else None
+        # How many bytes before a tail window may hold the start of a secret that reaches it.
+        self.margin = max((len(v) for v in encoded), default=0)
+
+    def __call__(self, data: bytes, start: int = 0) -> bytes:
+        """``data[start:]`` masked, where a secret that begins before ``start`` and reaches past
+        it is masked whole: read ``margin`` bytes more than the tail you show, and pass where
+        the tail begins, so that a secret the cut splits is not shown in part."""
+        if self.pattern is None:
+            return data[start:]
+        pieces: list[bytes] = []
+        position = start
+        for match in self.pattern.finditer(data):
+            if match.end() <= start:
+                continue
+            if match.start() > position:
+                pieces.append(data[position : match.start()])
+            pieces.append(SECRET_MASK.encode())
+            position = match.end()
+        pieces.append(data[position:])
+        return b"".join(pieces)
+
+
+def secret_masker(job: dict[str, Any]) -> SecretMasker:
+    """The masker of a job's secrets: every string (or number) of at least
+    ``MIN_SECRET_CHARS`` characters in ``secrets``, however deeply nested, and each
+    prerequisite's literal ``auth.password``."""
+    values = set(_leaves(job.get("secrets")))
+    prereqs = job.get("prerequisites")
+    for prereq in prereqs if isinstance(prereqs, list) else []:
+        auth = prereq.get("auth") if isinstance(prereq, dict) else None
+        password = auth.get("password") if isinstance(auth, dict) else None
+        if isinstance(password, str) and not REFERENCE.fullmatch(password.strip()):
+            values.add(password)
+    return SecretMasker({v for v in values if len(v) >= MIN_SECRET_CHARS})
+
+
+def _leaves(value: Any, depth: int = 0) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield str(value)
+    elif depth < 100 and isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item, depth + 1)
+    elif depth < 100 and isinstance(value, list):
+        for item in value:
+            yield from _leaves(item, depth + 1)
 
 
 def _copy(value: Any) -> Any:

@@ -12,6 +12,7 @@ from jobs.models import Job, JobAttempt, Task
 from jobs.protocol import dump_yaml, mask_secrets
 from jobs.runtime.notes import runtime_notes
 from jobs.states import TaskState
+from jobs.tasklogs import read_task_log
 from jobs.views.tasks import port_links, ssh_panel
 
 LOG_TAIL_BYTES = 4096
@@ -28,7 +29,7 @@ def live_context(request: HttpRequest, job: Job) -> dict[str, object]:
     for task in tasks:
         task.label = f"{task.role}-{task.index}"
         task.port_links = port_links(task)
-    tailed = tail_logs(tasks)
+    tailed = tail_logs(tasks, job)
     context: dict[str, object] = {
         "job": job,
         "attempts": attempts,
@@ -43,16 +44,18 @@ def live_context(request: HttpRequest, job: Job) -> dict[str, object]:
     return context
 
 
-def tail_logs(tasks: list[Task]) -> list[Task]:
+def tail_logs(tasks: list[Task], job: Job | None = None) -> list[Task]:
     """The last lines of a few tasks' logs (failed ones first, then by role and index), each
-    as ``task.log_tail``: every refresh reads ``2 * LOG_TAIL_TASKS`` logs at most, which on
-    Kubernetes are API calls, however many tasks the job has. The others get links only."""
+    as ``task.log_tail`` with the secrets of ``job`` masked: every refresh reads
+    ``2 * LOG_TAIL_TASKS`` logs at most, which on Kubernetes are API calls, however many tasks
+    the job has. The others get links only."""
     backend = get_backend()
+    owner = job or Job(protocol={})
     started = [t for t in tasks if t.backend_ref]
     chosen = sorted(started, key=lambda t: t.state != TaskState.FAILED)[:LOG_TAIL_TASKS]
     for task in chosen:
         task.log_tail = {
-            stream: backend.read_log(task.backend_ref, stream, LOG_TAIL_BYTES).decode(
+            stream: read_task_log(owner, task.backend_ref, stream, LOG_TAIL_BYTES, backend).decode(
                 "utf-8", "replace"
             )
             for stream in STREAMS

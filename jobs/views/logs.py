@@ -4,10 +4,10 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from clusters.registry import get_backend
 from jobs.access import job_for
 from jobs.models import Job, Task
 from jobs.states import LIVE_TASK_STATES
+from jobs.tasklogs import read_task_log
 
 STREAMS = ("stdout", "stderr")
 FOLLOW_TAIL_BYTES = 32 * 1024
@@ -31,7 +31,7 @@ def download_log(
 ) -> HttpResponse:
     job = job_for(request.user, username, name)
     row = task_of(job, attempt, task, stream)
-    body = get_backend().read_log(row.backend_ref, stream)
+    body = read_task_log(job, row.backend_ref, stream)
     response = HttpResponse(body, content_type="text/plain; charset=utf-8")
     filename = f"{job.name}-a{attempt}-{task}.{stream}.log"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
@@ -43,7 +43,7 @@ def tail_context(
 ) -> dict[str, object]:
     job = job_for(request.user, username, name)
     row = task_of(job, attempt, task, stream)
-    text = get_backend().read_log(row.backend_ref, stream, FOLLOW_TAIL_BYTES)
+    text = read_task_log(job, row.backend_ref, stream, FOLLOW_TAIL_BYTES)
     return {
         "job": job,
         "task": row,
