@@ -12,6 +12,7 @@ urlpatterns = [
     path("submit/", submit.submit_job, name="submit"),
     path("submit/validate/", validate.validate, name="validate"),
     path("submit/form-to-text/", validate.form_to_text, name="form-to-text"),
+    path("submit/text-to-form/", validate.text_to_form, name="text-to-form"),
     path(JOB, detail.job_detail, name="detail"),
     path(JOB + "live/", detail.job_live, name="live"),
     path(JOB + "stop/", detail.stop_job, name="stop"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -37,6 +38,7 @@ def page(
         "builder": builder or QueryDict(),
         "roles": roles_for_template(builder) if builder else blank_roles(),
         "errors": errors or [],
+        "max_bytes": settings.JOB_MAX_BYTES,
         **extra,
     }
     return render(request, "jobs/submit.html", context, status=status)

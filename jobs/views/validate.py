@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any, cast
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
-from jobs.forms.builder import build_yaml
+from jobs.forms.builder import build_yaml, roles_for_template
+from jobs.forms.fill import fill_form
 from jobs.forms.lines import located
+from jobs.forms.quota import vc_choices
 from jobs.protocol import ProtocolError, load_job
 
 
@@ -38,3 +43,34 @@ def form_to_text(request: HttpRequest) -> HttpResponse:
     """The form's job as v2 YAML, into the text editor (switching form -> text)."""
     text = build_yaml(request.POST)
     return render(request, "jobs/_text_editor.html", {"text": text, **check(text)})
+
+
+@login_required
+@require_POST
+def text_to_form(request: HttpRequest) -> HttpResponse:
+    """The text's job in the form (switching text -> form): loaded through the protocol, then
+    shown in the builder. A job with errors, or with what the form cannot show, stays in text
+    (a 400 that says why); the text itself is never touched."""
+    checked = check(request.POST.get("text", ""))
+    if not checked.get("ok"):
+        issues = checked.get("issues") or [{"path": "text", "message": "is empty", "line": None}]
+        return render(request, "jobs/_to_form.html", {"issues": issues}, status=400)
+    vc = request.POST.get("virtual_cluster", "").strip()
+    deployment = request.POST.get("deployment", "").strip()
+    job = cast(dict[str, Any], checked["job"])
+    if deployment and deployment not in [d["name"] for d in job["deployments"]]:
+        issue = {"path": "deployment", "message": f"the job has no deployment {deployment}"}
+        return render(request, "jobs/_to_form.html", {"issues": [issue]}, status=400)
+    filled = fill_form(job, vc=vc, deployment=deployment)
+    if filled.cannot:
+        return render(request, "jobs/_to_form.html", {"cannot": filled.cannot}, status=400)
+    builder = filled.data()
+    context = {
+        "builder": builder,
+        "roles": roles_for_template(builder),
+        "vcs": vc_choices(request.user),
+        "notes": filled.notes + cast(list[str], checked["warnings"]),
+    }
+    response = render(request, "jobs/_builder.html", context)
+    response["HX-Trigger-After-Swap"] = json.dumps({"showTab": {"tab": "form"}})
+    return response
