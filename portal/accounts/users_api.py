@@ -18,7 +18,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.models import Storage, VirtualCluster
-from jobs.api.schemas import ERRORS, MessageSerializer
+from jobs.api.schemas import ERRORS, ErrorSerializer, MessageSerializer
+from portal.accounts.removal import UserHasLiveJobs, remove_user
 
 User = get_user_model()
 NAME = r"^[\w.@+-]+$"
@@ -169,7 +170,7 @@ class UserView(APIView):
         user = User.objects.filter(username=username).first()
         return Response(user_info(user)) if user else no_user(username)
 
-    @extend_schema(responses={200: MessageSerializer, **ERRORS})
+    @extend_schema(responses={200: MessageSerializer, 409: ErrorSerializer, **ERRORS})
     def delete(self, request: Request, username: str) -> Response:
         if not is_admin(request.user):
             return forbidden()
@@ -178,7 +179,10 @@ class UserView(APIView):
             return no_user(username)
         if user.pk == request.user.pk:
             return error("RemoveAdminError", "you may not remove yourself", 403)
-        user.delete()
+        try:
+            remove_user(user)
+        except UserHasLiveJobs as exc:
+            return error("ConflictUserError", str(exc), 409)
         return Response({"message": "user is removed successfully"})
 
 

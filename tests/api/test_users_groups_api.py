@@ -6,7 +6,10 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from clusters.models import VirtualCluster
+from jobs import lifecycle
+from jobs.models import Job
 from tests.api.helpers import client_for
+from tests.jobs.samples import hello_job
 
 pytestmark = pytest.mark.django_db
 
@@ -73,6 +76,34 @@ def test_an_admin_deletes_a_user_but_not_self(alice, admin):
     assert client_for(admin).delete("/api/v2/users/alice").status_code == 200
     assert client_for(admin).delete("/api/v2/users/alice").status_code == 404
     assert client_for(admin).delete("/api/v2/users/admin").status_code == 403
+
+
+def test_a_user_with_live_jobs_is_not_deleted_until_they_have_ended(alice, admin):
+    lifecycle.submit(alice, hello_job("one"))
+    second = lifecycle.submit(alice, hello_job("two"))
+    response = client_for(admin).delete("/api/v2/users/alice")
+    assert response.status_code == 409
+    assert "2 live jobs" in response.json()["message"]
+    assert User.objects.filter(username="alice").exists() and Job.objects.count() == 2
+    for job in Job.objects.all():
+        lifecycle.stop(job, admin)
+    assert Job.objects.get(pk=second.pk).state == "STOPPED"
+    assert client_for(admin).delete("/api/v2/users/alice").status_code == 200
+    assert not Job.objects.exists()
+
+
+def test_the_admin_site_does_not_delete_a_user_with_live_jobs(alice, admin):
+    from django.test import Client
+
+    lifecycle.submit(alice, hello_job())
+    web = Client()
+    web.force_login(admin)
+    page = web.post(f"/admin/auth/user/{alice.pk}/delete/", {"post": "yes"})
+    assert page.status_code == 200
+    assert "user alice has 1 live job" in page.content.decode()
+    bulk = {"action": "delete_selected", "_selected_action": [alice.pk], "post": "yes"}
+    web.post("/admin/auth/user/", bulk)
+    assert User.objects.filter(username="alice").exists()
 
 
 def test_a_user_changes_own_email_and_password_with_the_old_one(alice):
