@@ -7,9 +7,15 @@ Rules:
   ``None`` is "not limited by this VC". Jobs that fit their VC's quota are *guaranteed*.
 * Per VC, waiting jobs go by priority (high first), then submission time. Best-effort FIFO
   (default): a job that does not fit does not block smaller ones behind it; strict FIFO: it does.
+* Whatever its quota says, a job is only admitted while the cluster has room for it: the
+  cluster's capacity minus what running guaranteed jobs of every VC use (an unlimited VC is
+  bounded by the cluster, not by a quota of its own).
 * An *opportunistic* job that does not fit its VC's quota may run on idle capacity (the
-  cluster's capacity minus everything running); it is then *borrowing*. When a guaranteed job
-  needs room that borrowers hold, borrowers are preempted (lowest priority, newest first).
+  cluster's capacity minus everything running); it is then *borrowing*. In a strict-FIFO VC
+  only the job at the head of the queue may borrow (as in Kueue, where borrowing and the
+  queueing strategy are independent); those behind it wait for it. When a guaranteed job needs
+  room that borrowers hold, borrowers that hold some of the missing resources are preempted
+  (lowest priority, newest first), and no more of them than needed.
   Guaranteed jobs are never preempted.
 * GPUs without a type ("") may use any type: they count against the total over all types.
 """
@@ -201,7 +207,8 @@ def plan(
     by_name = {q.name: q for q in queues}
     result = Plan()
     used: dict[str, Resources] = defaultdict(Resources)
-    total = Resources()
+    total = Resources()  # everything running or admitted
+    held = Resources()  # what guaranteed jobs hold: all but the borrowers, who can be preempted
     borrowers: list[Running] = []
     for job in running:
         total = total + job.demand
@@ -209,12 +216,13 @@ def plan(
             borrowers.append(job)
         else:
             used[job.vc] = used[job.vc] + job.demand
-    borrowers.sort(key=lambda j: (j.priority, -j.created_at.timestamp(), -j.id))
+            held = held + job.demand
+    borrowers.sort(key=preemption_order)
     queued: dict[str, list[Waiting]] = defaultdict(list)
     for w in waiting:
         queued[w.vc].append(w)
     notes: dict[int, str] = {}
-    later: list[tuple[Waiting, Queue]] = []  # opportunistic, to borrow after the guaranteed
+    later: list[Waiting] = []  # opportunistic, to borrow after the guaranteed
     queue_of = {name: by_name.get(name) or Queue(name, Limit()) for name in queued}
     for name in sorted(queued):
         queue = queue_of[name]
@@ -223,23 +231,26 @@ def plan(
             if blocked is not None:
                 notes[job.id] = f"behind {blocked.label or f'job {blocked.id}'} (strict FIFO)"
                 continue
-            short = shortfall(job.demand, queue.quota, used[name])
+            short = shortfall(job.demand, queue.quota, used[name]) or shortfall(
+                job.demand, capacity, held
+            )
             if short is None and max_admit is not None and len(result.admit) >= max_admit:
                 notes[job.id] = "fits; starts in the next pass"
                 continue
             if short is None:
                 result.admit.append(job.id)
                 used[name] = used[name] + job.demand
+                held = held + job.demand
                 total = total + job.demand
                 total = reclaim(job, capacity, total, borrowers, result)
                 continue
             if job.opportunistic:
-                later.append((job, queue))
+                later.append(job)
             if queue.strict_fifo:
                 blocked = job
-    for job, queue in later:
+    for job in later:
         within_cap = max_admit is None or len(result.admit) < max_admit
-        if within_cap and not queue.strict_fifo and shortfall(job.demand, capacity, total) is None:
+        if within_cap and shortfall(job.demand, capacity, total) is None:
             result.admit.append(job.id)
             result.borrow.add(job.id)
             total = total + job.demand
@@ -253,7 +264,9 @@ def plan(
             ahead = {1: "no job ahead", 2: "1 job ahead"}.get(
                 position, f"{position - 1} jobs ahead"
             )
-            note = notes.get(job.id) or lack(job, queue_of[job.vc], used[job.vc], capacity, total)
+            note = notes.get(job.id) or lack(
+                job, queue_of[job.vc], used[job.vc], capacity, (held, total)
+            )
             text = f"{note}, {ahead}"
             if job.preempted:
                 text = f"preempted earlier; {text}"
@@ -261,11 +274,22 @@ def plan(
     return result
 
 
-def lack(job: Waiting, queue: Queue, used: Resources, capacity: Limit, total: Resources) -> str:
-    """Why ``job`` waits, once the pass is decided: what it lacks, and how much is free."""
+def lack(
+    job: Waiting,
+    queue: Queue,
+    used: Resources,
+    capacity: Limit,
+    cluster_use: tuple[Resources, Resources],
+) -> str:
+    """Why ``job`` waits, once the pass is decided: what it lacks, and how much is free.
+
+    ``cluster_use`` is (what guaranteed jobs hold, what all jobs use) over the whole cluster.
+    """
+    held, total = cluster_use
     short = shortfall(job.demand, queue.quota, used)
     if short is None:
-        return "waiting"
+        room = shortfall(job.demand, capacity, held)
+        return f"waiting for {room}: {room.free} free in the cluster" if room else "waiting"
     text = f"waiting for {short} in '{queue.name}': {short.free} free"
     if job.opportunistic:
         room = shortfall(job.demand, capacity, total)
@@ -273,13 +297,49 @@ def lack(job: Waiting, queue: Queue, used: Resources, capacity: Limit, total: Re
     return text
 
 
+def preemption_order(job: Running) -> tuple[int, float, int]:
+    """Borrowers are preempted lowest priority first, then newest first."""
+    return (job.priority, -job.created_at.timestamp(), -job.id)
+
+
+def relieves(victim: Resources, used: Resources, limit: Limit) -> bool:
+    """True when taking ``victim`` away lowers a resource that ``used`` has beyond ``limit``."""
+    over = [
+        (victim.cpu, used.cpu, limit.cpu),
+        (victim.memory_mb, used.memory_mb, limit.memory_mb),
+    ]
+    if limit.gpus is not None:
+        over.append((victim.gpu_total, used.gpu_total, sum(limit.gpus.values())))
+        over += [
+            (victim.gpus.get(kind, 0), count, limit.gpus.get(kind, 0))
+            for kind, count in used.gpus.items()
+            if kind != ANY_GPU
+        ]
+    return any(held > 0 and cap is not None and taken > cap for held, taken, cap in over)
+
+
 def reclaim(
     job: Waiting, capacity: Limit, total: Resources, borrowers: list[Running], result: Plan
 ) -> Resources:
-    """Preempt borrowers (lowest priority, newest first) until the cluster holds ``total``."""
-    while borrowers and exceeds(total, capacity):
-        victim = borrowers.pop(0)
-        total = total - victim.demand
+    """Preempt as few borrowers as it takes for the cluster to hold ``total``.
+
+    In preemption order, take each borrower that holds some of what is missing until it fits;
+    then spare, newest choice first, every one whose resources turn out not to be needed
+    (Kueue's minimal preemption). ``borrowers`` loses the ones preempted.
+    """
+    chosen: list[Running] = []
+    for victim in list(borrowers):
+        if not exceeds(total, capacity):
+            break
+        if relieves(victim.demand, total, capacity):
+            chosen.append(victim)
+            total = total - victim.demand
+    for victim in reversed(chosen):
+        if not exceeds(total + victim.demand, capacity):
+            chosen.remove(victim)
+            total = total + victim.demand
+    for victim in chosen:
+        borrowers.remove(victim)
         result.preempt[victim.id] = (
             f"preempted: '{job.vc}' needed its quota back; waiting to run again"
         )

@@ -137,11 +137,45 @@ def test_an_unlimited_virtual_cluster_admits_everything_up_to_the_pass_limit():
         [Queue("default", Limit())],
         BIG,
         [],
-        [job(i, "default", 500) for i in range(5)],
+        [job(i, "default", 100) for i in range(5)],
         max_admit=3,
     )
     assert result.admit == [0, 1, 2]
     assert result.waiting[3] == ("fits; starts in the next pass, no job ahead", 1)
+
+
+def test_an_unlimited_virtual_cluster_is_still_bounded_by_the_clusters_free_capacity():
+    cap = Limit(100, 10**6, {"V100": 4})
+    running = [Running(9, "research", Resources(1, 0, {"V100": 4}), at(0))]
+    queues = [Queue("default", Limit()), Queue("research", Limit(gpus={"V100": 4}))]
+    result = plan(queues, cap, running, [job(1, "default", gpus={"V100": 2}), job(2, "default")])
+    assert result.admit == [2]
+    assert result.waiting[1] == ("waiting for 2 GPU (V100): 0 free in the cluster, no job ahead", 1)
+
+
+def test_gpus_of_any_type_wait_for_free_gpus_of_every_type_together():
+    cap = Limit(100, 10**6, {"V100": 2, "A100": 1})
+    running = [Running(9, "other", Resources(1, 0, {"V100": 2}), at(0))]
+    result = plan([Queue("default", Limit())], cap, running, [job(1, "default", gpus={"": 2})])
+    assert result.waiting[1][0] == "waiting for 2 GPU: 1 free in the cluster, no job ahead"
+
+
+def test_a_job_short_of_cluster_capacity_holds_back_a_strict_fifo_queue():
+    cap = Limit(4, 10**6, {})
+    running = [Running(9, "other", Resources(3), at(0))]
+    queues = [Queue("research", Limit(), strict_fifo=True)]
+    result = plan(queues, cap, running, [job(1, cpu=2, label="alice~big"), job(2, cpu=1)])
+    assert result.admit == []
+    assert result.waiting[1][0] == "waiting for 2 CPU: 1 free in the cluster, no job ahead"
+    assert result.waiting[2][0] == "behind alice~big (strict FIFO), 1 job ahead"
+
+
+def test_capacity_held_by_borrowers_counts_as_free_for_a_guaranteed_job():
+    cap = Limit(4, 10**6, {})
+    running = [Running(7, "a", Resources(4), at(1), borrowing=True)]
+    queues = [Queue("a", Limit(cpu=0)), Queue("b", Limit())]
+    result = plan(queues, cap, running, [job(1, "b", cpu=2)])
+    assert result.admit == [1] and list(result.preempt) == [7]
 
 
 def test_an_opportunistic_job_borrows_idle_capacity_beyond_its_quota():
@@ -184,6 +218,62 @@ def test_a_guaranteed_job_preempts_borrowers_newest_and_lowest_priority_first():
     assert result.admit == [1]
     assert list(result.preempt) == [8, 7]
     assert result.preempt[8] == "preempted: 'b' needed its quota back; waiting to run again"
+
+
+def test_only_borrowers_holding_the_missing_resource_are_preempted():
+    cap = Limit(4, 10**6, {"V100": 4})
+    running = [
+        Running(7, "a", Resources(0, 0, {"V100": 4}), at(2), borrowing=True),  # GPUs only
+        Running(8, "a", Resources(3), at(1), borrowing=True),
+    ]
+    queues = [Queue("a", Limit(cpu=0, gpus={})), Queue("b", Limit(cpu=4))]
+    result = plan(queues, cap, running, [job(1, "b", cpu=2)])
+    assert result.admit == [1]
+    assert list(result.preempt) == [8]
+
+
+def test_no_more_borrowers_are_preempted_than_needed():
+    cap = Limit(4, 10**6, {})
+    running = [
+        Running(7, "a", Resources(1), at(2), borrowing=True),  # newest: tried first
+        Running(8, "a", Resources(3), at(1), borrowing=True),
+    ]
+    queues = [Queue("a", Limit(cpu=0)), Queue("b", Limit(cpu=4))]
+    result = plan(queues, cap, running, [job(1, "b", cpu=3)])
+    assert result.admit == [1]
+    assert list(result.preempt) == [8]  # taking 7 as well would free more than is missing
+
+
+def test_a_borrower_of_another_gpu_type_is_not_preempted():
+    cap = Limit(100, 10**6, {"V100": 2, "A100": 2})
+    running = [
+        Running(7, "a", Resources(1, 0, {"A100": 2}), at(2), borrowing=True),
+        Running(8, "a", Resources(1, 0, {"V100": 2}), at(1), borrowing=True),
+    ]
+    queues = [Queue("a", Limit(gpus={})), Queue("b", Limit(gpus={"V100": 2}))]
+    result = plan(queues, cap, running, [job(1, "b", gpus={"V100": 1})])
+    assert list(result.preempt) == [8]
+
+
+def test_the_head_of_a_strict_fifo_queue_may_borrow_and_the_rest_wait_behind_it():
+    queues = [Queue("a", Limit(cpu=1), strict_fifo=True), Queue("b", Limit(cpu=3))]
+    cap = Limit(4, 10**6, {})
+    jobs = [job(1, "a", cpu=3, opportunistic=True, label="alice~big"), job(2, "a", cpu=1)]
+    result = plan(queues, cap, [], jobs)
+    assert result.admit == [1] and result.borrow == {1}
+    assert result.waiting[2] == ("behind alice~big (strict FIFO), no job ahead", 1)
+
+
+def test_an_opportunistic_job_is_told_idle_capacity_only_when_it_truly_starts_next_pass():
+    queues = [Queue("a", Limit(cpu=1), strict_fifo=True), Queue("b", Limit(cpu=3))]
+    cap = Limit(4, 10**6, {})
+    jobs = [job(1, "b", cpu=1), job(2, "a", cpu=3, opportunistic=True)]
+    result = plan(queues, cap, [], jobs, max_admit=1)
+    assert result.admit == [1]
+    assert result.waiting[2][0] == (
+        "waiting for 3 CPU in 'a': 1 free, idle capacity next pass, no job ahead"
+    )
+    assert plan(queues, cap, [], jobs).borrow == {2}
 
 
 def test_guaranteed_jobs_are_never_preempted():
@@ -257,8 +347,11 @@ def test_every_waiting_job_is_admitted_or_has_a_reason_and_a_distinct_position(s
     assert not set(result.admit) & set(result.waiting)
     positions = sorted(p for _, p in result.waiting.values())
     assert positions == list(range(1, len(positions) + 1))
-    guaranteed = Resources()
+    guaranteed, everything = Resources(), Resources()
     for j in jobs:
+        if j.id in result.admit:
+            everything = everything + j.demand
         if j.id in result.admit and j.id not in result.borrow:
             guaranteed = guaranteed + j.demand
     assert not exceeds(guaranteed, quota)
+    assert not exceeds(everything, Limit(12, 10**6, {"V100": 5}))
