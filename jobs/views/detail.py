@@ -24,7 +24,11 @@ def live_context(request: HttpRequest, job: Job) -> dict[str, object]:
     attempts = list(JobAttempt.objects.filter(job=job).order_by("number"))
     chosen = request.GET.get("attempt")
     attempt = next((a for a in attempts if str(a.number) == chosen), None)
-    attempt = attempt or (attempts[-1] if attempts else None)
+    latest = attempts[-1] if attempts else None
+    # The live part follows the newest attempt (a job retry adds one) unless an older one was
+    # chosen: then it is ``pinned`` and stays.
+    pinned = attempt if attempt is not None and attempt != latest else None
+    attempt = attempt or latest
     tasks = list(attempt.tasks.order_by("role", "index")) if attempt else []
     for task in tasks:
         task.label = f"{task.role}-{task.index}"
@@ -34,6 +38,7 @@ def live_context(request: HttpRequest, job: Job) -> dict[str, object]:
         "job": job,
         "attempts": attempts,
         "attempt": attempt,
+        "pinned": pinned,
         "tasks": tasks,
         "tailed": tailed,
         "untailed": [t for t in tasks if t.backend_ref and t not in tailed],

@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from jobs import lifecycle
-from jobs.models import Job, Task
+from jobs.models import Job, JobAttempt, Task
 from jobs.sshinfo import ssh_user
 from jobs.views.tasks import port_links, ssh_panel
 from tests.jobs.helpers import reconcile_until, settle
@@ -118,3 +118,50 @@ def test_the_page_tails_the_logs_of_a_few_tasks_failed_first(monkeypatch):
     assert [t.index for t in tailed] == [10, 0, 1, 2, 3, 4, 5, 6]
     assert len(reads) == 2 * detail.LOG_TAIL_TASKS
     assert tailed[0].log_tail == {"stdout": "last line\n", "stderr": "last line\n"}
+
+
+def attempts_of(job: Job, states: list[str]) -> list[JobAttempt]:
+    """Attempts 0.. of ``job`` as a job retry leaves them, each with its one task."""
+    made = []
+    for number, state in enumerate(states):
+        key = f"a{job.id}-{number}"
+        attempt = JobAttempt.objects.create(job=job, number=number, key=key, state=state)
+        Task.objects.create(attempt=attempt, role="main", index=0, state=state, node=f"n{number}")
+        made.append(attempt)
+    return made
+
+
+def live_url(page: str) -> str:
+    return page.split('id="live" data-url="', 1)[1].split('"', 1)[0]
+
+
+def test_the_live_part_follows_the_newest_attempt_after_a_retry(web, alice):
+    job = lifecycle.submit(alice, hello_job())
+    attempts_of(job, ["FAILED"])
+    url = live_url(web.get("/jobs/alice~hello/").content.decode())
+    assert url == "/jobs/alice~hello/live/"
+    JobAttempt.objects.create(job=job, number=1, key=f"a{job.id}-1")  # the job is retried
+    Task.objects.create(attempt=job.attempts.get(number=1), role="main", index=0, node="n1")
+    live = web.get(url).content.decode()
+    assert 'aria-current="true">1 (running)' in live and "n1" in live and "n0" not in live
+
+
+def test_an_attempt_chosen_in_the_selector_stays_shown(web, alice):
+    job = lifecycle.submit(alice, hello_job())
+    attempts_of(job, ["FAILED", "FAILED", "RUNNING"])
+    page = web.get("/jobs/alice~hello/").content.decode()
+    assert page.count('class="attempt"') == 3
+    assert 'href="?attempt=0"' in page and 'aria-current="true">2 (running)' in page
+    chosen = web.get("/jobs/alice~hello/?attempt=0").content.decode()
+    assert live_url(chosen) == "/jobs/alice~hello/live/?attempt=0"
+    assert 'aria-current="true">0 (failed)' in chosen and "n0" in chosen and "n2" not in chosen
+    assert 'id="follow-latest"' in chosen and 'href="?attempt=2" id="follow-latest"' in chosen
+    live = web.get(live_url(chosen)).content.decode()
+    assert "n0" in live and "n2" not in live
+
+
+def test_choosing_the_latest_attempt_follows_later_ones(web, alice):
+    job = lifecycle.submit(alice, hello_job())
+    attempts_of(job, ["FAILED", "RUNNING"])
+    page = web.get("/jobs/alice~hello/?attempt=1").content.decode()
+    assert live_url(page) == "/jobs/alice~hello/live/" and 'id="follow-latest"' not in page
