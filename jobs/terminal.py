@@ -1,10 +1,20 @@
 """The web terminal: a shell inside a running task, over a Channels WebSocket.
 
-The backend says how to open the shell (``backend.shell(ref)``); here it runs under a pty.
+The backend opens the shell (``backend.shell(ref)``): either a ``ShellSpec`` that runs here under
+a pty (``PtySession``, the local backend) or a session already open in the task (a pod exec
+stream on Kubernetes); the consumer drives both through ``base.TerminalSession``. A reader
+thread per terminal blocks in ``session.read`` and hands the output to the event loop.
+
 Messages from the browser are JSON: ``{"type": "input", "data": "..."}`` and
 ``{"type": "resize", "cols": 80, "rows": 24}``. Owner and admins only; the Origin is checked by
 the router (``AllowedHostsOriginValidator``), the user and the task on connect and every few
 seconds after, and the session ends on idle, when the shell exits or when the task ends.
+
+Close codes the page can rely on: ``4404`` right after the WebSocket is accepted, before any
+data, when there is no terminal for this user (not the owner nor an admin, no such task, the task
+is not running, or its shell could not be opened); ``4000`` after a last line in brackets that
+says why (idle, the shell exited, the task ended). A refusal is an accept then a close, not a
+close before accepting, which ASGI servers turn into an HTTP 403 the browser sees as 1006.
 """
 
 from __future__ import annotations
@@ -15,24 +25,30 @@ import contextlib
 import fcntl
 import json
 import os
+import select
 import signal
 import struct
 import subprocess
 import termios
+import threading
 import time
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from clusters.backends.base import ShellSpec
+from clusters.backends.base import ShellSpec, TerminalSession
 from clusters.registry import get_backend
 from jobs.access import visible_jobs
 from jobs.models import Task
 from jobs.states import TaskState
 
 CHECK_SECONDS = 2.0
+READ_SECONDS = 0.25  # how long the reader blocks at a time, so that it sees a disconnect soon
+NO_TERMINAL = 4404
+ENDED = 4000
 
 
 @database_sync_to_async
@@ -49,64 +65,136 @@ def running_task(user: Any, task_id: int) -> Task | None:
     )
 
 
+def open_session(ref: str) -> TerminalSession | None:
+    """The task's shell as a session: a ``ShellSpec`` is started here under a pty."""
+    shell = get_backend().shell(ref)
+    return PtySession(shell) if isinstance(shell, ShellSpec) else shell
+
+
+class PtySession:
+    """A ``TerminalSession``: ``spec.argv`` run on this machine under a pty of its own."""
+
+    def __init__(self, spec: ShellSpec) -> None:
+        self.master, slave = os.openpty()
+        try:
+            self.process = subprocess.Popen(  # noqa: S603 - argv comes from the backend
+                spec.argv,
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                cwd=spec.cwd,
+                env=spec.env,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(self.master)
+            raise
+        finally:
+            os.close(slave)
+        os.set_blocking(self.master, False)
+
+    def read(self, timeout: float) -> bytes | None:
+        if self.master < 0:
+            return b""
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        if not ready:
+            return None
+        try:
+            return os.read(self.master, 65536)  # b"" or EIO: the shell closed the pty
+        except BlockingIOError:
+            return None
+        except OSError:
+            return b""
+
+    def write(self, data: bytes) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.master, data)
+
+    def resize(self, cols: int, rows: int) -> None:
+        with contextlib.suppress(OSError):
+            fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    def close(self) -> None:
+        if self.master >= 0:
+            os.close(self.master)
+            self.master = -1
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGHUP)
+            try:
+                self.process.wait(2)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+
 class TerminalConsumer(AsyncWebsocketConsumer):
-    process: subprocess.Popen[bytes] | None = None
-    master: int = -1
+    session: TerminalSession | None = None
+    reader: threading.Thread | None = None
     watchdog: asyncio.Task[None] | None = None
+    pump_task: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         self.task_id = int(self.scope["url_route"]["kwargs"]["task_id"])
         task = await running_task(self.scope.get("user"), self.task_id)
-        spec = await database_sync_to_async(get_backend().shell)(task.backend_ref) if task else None
-        if spec is None:
-            await self.close(code=4404)
-            return
+        opener = sync_to_async(open_session, thread_sensitive=False)
+        session = await opener(task.backend_ref) if task else None
         await self.accept()
-        self.start(spec)
+        if session is None:
+            await self.close(code=NO_TERMINAL)
+            return
+        self.session = session
+        self.output: asyncio.Queue[bytes] = asyncio.Queue()
+        self.stopping = threading.Event()
         self.last_activity = time.monotonic()
+        self.reader = threading.Thread(
+            target=self.read_loop,
+            args=(session, asyncio.get_running_loop()),
+            name=f"terminal-{self.task_id}",
+            daemon=True,
+        )
+        self.reader.start()
+        self.pump_task = asyncio.ensure_future(self.pump())
         self.watchdog = asyncio.ensure_future(self.watch())
 
-    def start(self, spec: ShellSpec) -> None:
-        self.master, slave = os.openpty()
-        self.process = subprocess.Popen(  # noqa: S603 - argv comes from the backend
-            spec.argv,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            cwd=spec.cwd,
-            env=spec.env,
-            start_new_session=True,
-        )
-        os.close(slave)
-        os.set_blocking(self.master, False)
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        asyncio.get_running_loop().add_reader(self.master, self.pump)
+    def read_loop(self, session: TerminalSession, loop: asyncio.AbstractEventLoop) -> None:
+        """In the reader thread: the session's output to the loop, b"" last when it ends."""
+        while not self.stopping.is_set():
+            try:
+                data = session.read(READ_SECONDS)
+            except Exception:
+                data = b""
+            if data is None:
+                continue
+            try:
+                loop.call_soon_threadsafe(self.output.put_nowait, data)
+            except RuntimeError:  # the loop is closed
+                return
+            if not data:
+                return
 
-    def pump(self) -> None:
-        try:
-            data = os.read(self.master, 65536)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:  # the shell closed the pty: it exited
-            asyncio.get_running_loop().remove_reader(self.master)
-            asyncio.ensure_future(self.end("the shell exited"))
-            return
-        self.last_activity = time.monotonic()
-        asyncio.ensure_future(self.send(text_data=self.decoder.decode(data)))
+    async def pump(self) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while True:
+            data = await self.output.get()
+            if not data:
+                await self.end("the shell exited")
+                return
+            self.last_activity = time.monotonic()
+            await self.send(text_data=decoder.decode(data))
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
             message = json.loads(text_data or "")
         except ValueError:
             return
-        if not isinstance(message, dict) or self.master < 0:
+        session = self.session
+        if not isinstance(message, dict) or session is None:
             return
         if message.get("type") == "input" and isinstance(message.get("data"), str):
             self.last_activity = time.monotonic()
-            with contextlib.suppress(OSError):
-                os.write(self.master, message["data"].encode())
+            await asyncio.to_thread(session.write, message["data"].encode())
         elif message.get("type") == "resize":
             cols, rows = message.get("cols"), message.get("rows")
             if (
@@ -115,7 +203,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
                 and 0 < cols < 1000
                 and 0 < rows < 1000
             ):
-                fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+                await asyncio.to_thread(session.resize, cols, rows)
 
     async def watch(self) -> None:
         """End the session when it idles, when the user may no longer see the task, or when
@@ -133,26 +221,19 @@ class TerminalConsumer(AsyncWebsocketConsumer):
     async def end(self, why: str) -> None:
         with contextlib.suppress(Exception):
             await self.send(text_data=f"\r\n\x1b[33m[{why}]\x1b[0m\r\n")
-        await self.close(code=4000)
+        await self.close(code=ENDED)
 
     async def disconnect(self, code: int) -> None:
-        if self.watchdog is not None:
-            self.watchdog.cancel()
-        if self.master >= 0:
-            with contextlib.suppress(ValueError, OSError):
-                asyncio.get_running_loop().remove_reader(self.master)
-            os.close(self.master)
-            self.master = -1
-        if self.process is not None and self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGHUP)
-            await asyncio.get_running_loop().run_in_executor(None, self.reap)
+        for job in (self.watchdog, self.pump_task):
+            if job is not None and job is not asyncio.current_task():
+                job.cancel()
+        session, self.session = self.session, None
+        if session is not None:
+            self.stopping.set()
+            await asyncio.to_thread(self.finish, session)
 
-    def reap(self) -> None:
-        assert self.process is not None
-        try:
-            self.process.wait(2)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+    def finish(self, session: TerminalSession) -> None:
+        """Wait for the reader to stop (within ``READ_SECONDS``), then end the shell."""
+        if self.reader is not None:
+            self.reader.join()
+        session.close()

@@ -131,6 +131,28 @@ class ShellSpec:
     cwd: str
 
 
+class TerminalSession(Protocol):
+    """A live interactive shell in a running task, as the web terminal drives it.
+
+    ``read`` blocks (at most ``timeout`` seconds) and is called from one reader thread only;
+    ``write``, ``resize`` and ``close`` come from the terminal's own side. ``close`` is called
+    once, after the reader has stopped, and ends the shell.
+    """
+
+    def read(self, timeout: float) -> bytes | None:
+        """Output that came within ``timeout`` seconds; None when none did, b"" once the shell
+        has ended (and ever after)."""
+        ...
+
+    def write(self, data: bytes) -> None:
+        """Keystrokes for the shell's terminal."""
+        ...
+
+    def resize(self, cols: int, rows: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Capacity:
     cpu: int
@@ -163,9 +185,10 @@ class Backend(Protocol):
 
     def capacity(self) -> Capacity: ...
 
-    def shell(self, ref: str) -> ShellSpec | None:
-        """A shell in the task with its working directory and environment; None when the task
-        is not running or this backend opens terminals another way."""
+    def shell(self, ref: str) -> ShellSpec | TerminalSession | None:
+        """A shell in the task with its working directory and environment: a ``ShellSpec`` the
+        portal runs under a pty of its own machine (local), or a session already open in the
+        task (kubernetes: a pod exec stream); None when the task is not running."""
         ...
 
 

@@ -6,7 +6,8 @@ and per task a Secret holding its bootstrap script and its secret files (``TaskL
 e.g. the job's SSH private key) and a Pod that runs it. The script is a Secret, not a ConfigMap,
 because the rendered commands may hold the job's secrets; scripts get one object each because one
 holds at most 1 MiB and every script names all its peers. The Secret is mounted at ``/pai``:
-``bootstrap.sh`` (0555) and each file at ``/pai/files/<path>`` (0400), which the script copies
+``bootstrap.sh`` (0555), ``env.sh`` (the task's environment as exports, which the web
+terminal's shell sources) and each file at ``/pai/files/<path>`` (0400), which the script copies
 into the working directory (``PAI_FILES_DIR``). Storages are PVC or NFS volumes at
 ``/mnt/<name>``; a local-dir storage becomes a hostPath only when the admin allows it.
 """
@@ -17,6 +18,7 @@ import base64
 import hashlib
 import json
 import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,10 +118,16 @@ def script_secret(task: TaskLaunch, name: str, uid: str) -> Manifest:
         },
         "stringData": {
             "bootstrap.sh": task.script,
+            "env.sh": env_file(task.env),
             **{file_key(path): content for path, content in task.files.items()},
         },
         "immutable": True,
     }
+
+
+def env_file(env: dict[str, str]) -> str:
+    """The task's environment as ``/bin/sh`` exports, for the shells of the web terminal."""
+    return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
 
 
 def file_key(path: str) -> str:
@@ -130,7 +138,10 @@ def file_key(path: str) -> str:
 
 def script_volume(task: TaskLaunch, name: str) -> Manifest:
     """The task's Secret at ``/pai``: the script (0555) and the secret files (0400)."""
-    items = [{"key": "bootstrap.sh", "path": "bootstrap.sh", "mode": 0o555}]
+    items = [
+        {"key": "bootstrap.sh", "path": "bootstrap.sh", "mode": 0o555},
+        {"key": "env.sh", "path": "env.sh", "mode": 0o444},
+    ]
     items += [
         {"key": file_key(path), "path": f"files/{path}", "mode": 0o400}
         for path in sorted(task.files)

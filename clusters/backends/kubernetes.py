@@ -9,6 +9,7 @@ scheduler runs), so ``PAI_HOST_IP_*`` are DNS names here, and its ports are fixe
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
@@ -22,14 +23,15 @@ from clusters.backends.base import (
     Capacity,
     Observation,
     Placement,
-    ShellSpec,
     TaskLaunch,
     TaskPhase,
     TaskShape,
 )
-from clusters.backends.k8s_api import JSON, RetryPolicy, body, call
+from clusters.backends.k8s_api import JSON, RetryPolicy, body, call, describe
+from clusters.backends.k8s_exec import SHELL_COMMAND, ExecSession, open_exec
 from clusters.backends.k8s_observe import capacity_of, debug_keep_until, observe_pod
 
+log = logging.getLogger(__name__)
 _HOST = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 STREAMS = ("stdout", "stderr")
 
@@ -275,27 +277,20 @@ class KubernetesBackend:
         finally:
             response.release_conn()
 
-    def shell(self, ref: str) -> ShellSpec | None:
-        """None: a terminal here is a pod exec stream (``open_exec``), not a local pty."""
-        return None
+    def shell(self, ref: str) -> ExecSession | None:
+        """An interactive shell in the task's container (a pod exec stream with a tty, in
+        ``$PAI_WORK_DIR`` with the task's environment); None when it cannot be opened (the pod
+        is gone or not running)."""
+        try:
+            return ExecSession(self.open_exec(ref, SHELL_COMMAND))
+        except Exception as exc:  # the handshake failed: no terminal, and the consumer says so
+            log.warning("no terminal into %s: %s", ref, describe(exc))
+            return None
 
     def open_exec(self, ref: str, command: list[str], tty: bool = True) -> Any:
-        """A live exec session in the task's container (``kubernetes.stream.ws_client.WSClient``):
-        ``write_stdin``, ``read_stdout``, ``read_stderr``, ``update``, ``is_open``, ``close``."""
-        from kubernetes.stream import stream
-
-        return stream(
-            self.core.connect_get_namespaced_pod_exec,
-            ref.rpartition("/")[2],
-            self.namespace,
-            container="main",
-            command=command,
-            stdin=True,
-            stdout=True,
-            stderr=True,
-            tty=tty,
-            _preload_content=False,
-        )
+        """A live exec session in the task's container (``kubernetes.stream.ws_client.WSClient``
+        in binary mode): ``write_stdin``, ``read_channel``, ``update``, ``is_open``, ``close``."""
+        return open_exec(self.api_client, self.namespace, ref.rpartition("/")[2], command, tty)
 
     def capacity(self) -> Capacity:
         response = self._call("list nodes", self.core.list_node, _preload_content=False)

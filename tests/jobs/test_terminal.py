@@ -59,11 +59,18 @@ async def test_the_owner_types_in_the_task_and_sees_its_environment(
     await sync_to_async(settle)(backend, job)
 
 
+async def refused(communicator) -> int:
+    """The close code of a terminal that was accepted only to be closed, nothing sent first."""
+    message = await communicator.receive_output(timeout=5)
+    assert message["type"] == "websocket.close", message
+    return message["code"]
+
+
 async def test_another_user_gets_no_terminal(alice, bob, backend, async_client_for):
     job, task = await sync_to_async(running_job)(alice, backend)
-    communicator, connected, code = await open_terminal(await async_client_for(bob), task.id)
-    assert not connected
-    assert code == 4404
+    communicator, connected, _ = await open_terminal(await async_client_for(bob), task.id)
+    assert connected  # accepted so that the browser sees the close code, not a failed handshake
+    assert await refused(communicator) == 4404
     await sync_to_async(lifecycle.stop)(job, alice)
     await sync_to_async(settle)(backend, job)
 
@@ -82,5 +89,12 @@ async def test_a_finished_task_has_no_terminal(alice, backend, async_client_for)
         backend, await sync_to_async(lifecycle.submit)(alice, hello_job("done"))
     )
     task = await sync_to_async(Task.objects.get)(attempt__job=job)
-    _, connected, code = await open_terminal(await async_client_for(alice), task.id)
-    assert not connected
+    communicator, connected, _ = await open_terminal(await async_client_for(alice), task.id)
+    assert connected
+    assert await refused(communicator) == 4404
+
+
+async def test_a_task_that_does_not_exist_has_no_terminal(alice, async_client_for):
+    communicator, connected, _ = await open_terminal(await async_client_for(alice), 999999)
+    assert connected
+    assert await refused(communicator) == 4404

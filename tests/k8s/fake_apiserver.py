@@ -1,14 +1,16 @@
 """A small Kubernetes API server on loopback, for the backend's tests and the reconcile benchmark.
 
 It serves the REST paths the official client calls for core/v1 pods, services, configmaps,
-secrets (create, read, list with a label selector, delete, delete collection), nodes and pod
-logs, keeps objects in memory, deletes dependents when their owner goes (as the garbage collector
-does), and lets a test answer the next calls with an error or drop the connection.
+secrets (create, read, list with a label selector, delete, delete collection), nodes, pod logs
+and pod exec (a tiny shell over the WebSocket stream), keeps objects in memory, deletes
+dependents when their owner goes (as the garbage collector does), and lets a test answer the
+next calls with an error or drop the connection.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import re
@@ -18,6 +20,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -40,6 +43,16 @@ def matches(labels: dict[str, str], selector: str) -> bool:
     return True
 
 
+@dataclass
+class ExecRecord:
+    """One exec session: the pod, the query (``command``, ``tty``, ...), what came in."""
+
+    pod: str
+    query: dict[str, list[str]]
+    stdin: bytes = b""
+    resizes: list[dict[str, int]] = field(default_factory=list)
+
+
 class FakeCluster:
     """The state behind the server: objects, logs, injected faults and a request log."""
 
@@ -51,6 +64,7 @@ class FakeCluster:
         self.created: list[dict[str, Any]] = []  # every manifest as posted
         self.requests: Counter[tuple[str, str]] = Counter()  # (method, path without query)
         self.faults: list[int] = []  # statuses for the next calls; 0 = drop the connection
+        self.execs: list[ExecRecord] = []  # every exec session opened, in order
 
     # -- what tests drive --------------------------------------------------------------------
 
@@ -157,7 +171,12 @@ class Handler(BaseHTTPRequestHandler):
             return
         ns, kind, name, sub = match.groups()
         if sub == "exec":
-            self.exec_session(name)
+            with cluster.lock:
+                pod = cluster.objects.get(("pods", ns, name))
+            if pod is None:
+                self.send_json(404, status(404, "NotFound", f'pods "{name}" not found'))
+            else:
+                self.exec_session(name)
         elif sub == "log":
             self.send_log(ns, name, query)
         elif method == "POST":
@@ -201,7 +220,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send_bytes(200, data, "text/plain")
 
     def exec_session(self, name: str) -> None:
-        """A WebSocket exec (channel.k8s.io): print a prompt, echo one line of stdin, exit 0."""
+        """A WebSocket exec (channel.k8s.io) into a tiny shell with a tty: it prints a prompt,
+        echoes what is typed, runs ``echo ...`` and ``exit`` lines (anything else is "not
+        found"), and records the exec's query, its stdin and every resize (channel 4)."""
         key = self.headers.get("Sec-WebSocket-Key", "")
         accept = base64.b64encode(
             hashlib.sha1((key + _WS_GUID).encode(), usedforsecurity=False).digest()
@@ -214,15 +235,36 @@ class Handler(BaseHTTPRequestHandler):
         if "v4.channel.k8s.io" in protocols:
             self.send_header("Sec-WebSocket-Protocol", "v4.channel.k8s.io")
         self.end_headers()
-        self.ws_send(1, f"{name}$ ".encode())
-        while True:
-            data = self.ws_receive()
-            if data is None or data[:1] == b"\x00":
-                break
-        self.ws_send(1, (data or b"\x00")[1:])
-        self.ws_send(3, json.dumps({"metadata": {}, "status": "Success"}).encode())
-        self.wfile.write(b"\x88\x02\x03\xe8")  # close, normal
+        session = ExecRecord(name, parse_qs(urlsplit(self.path).query))
+        with self.cluster.lock:
+            self.cluster.execs.append(session)
         self.close_connection = True
+        prompt, line = f"{name}$ ".encode(), b""
+        self.ws_send(1, prompt)
+        while (frame := self.ws_receive()) is not None:
+            channel, data = frame[:1], frame[1:]
+            if channel == b"\x04":
+                session.resizes.append(json.loads(data))
+                continue
+            session.stdin += data
+            for byte in data.replace(b"\r\n", b"\n").replace(b"\r", b"\n"):
+                if byte != 10:
+                    line += bytes([byte])
+                    self.ws_send(1, bytes([byte]))
+                    continue
+                command, line = line.decode(), b""
+                if command.strip() == "exit":
+                    self.ws_send(1, b"\r\n")
+                    self.ws_send(3, json.dumps({"metadata": {}, "status": "Success"}).encode())
+                    self.ws_close()
+                    return
+                said = command[5:] if command.startswith("echo ") else f"sh: {command}: not found"
+                self.ws_send(1, b"\r\n" + said.encode() + b"\r\n" + prompt)
+        self.ws_close()
+
+    def ws_close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.wfile.write(b"\x88\x02\x03\xe8")  # close, normal
 
     def ws_send(self, channel: int, data: bytes) -> None:
         payload = bytes([channel]) + data
@@ -232,7 +274,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def ws_receive(self) -> bytes | None:
         """One frame from the client (clients mask theirs); None when it closes."""
-        first, second = self.rfile.read(2)
+        head = self.rfile.read(2)
+        if len(head) < 2:  # the client went away
+            return None
+        first, second = head
         size = second & 0x7F
         if size == 126:
             size = int.from_bytes(self.rfile.read(2), "big")

@@ -277,19 +277,37 @@ def node(
     }
 
 
-def test_a_terminal_opens_an_exec_stream_into_the_pod(k8s, cluster: FakeCluster):
+def test_a_terminal_is_a_shell_with_a_tty_over_a_pod_exec_stream(k8s, cluster: FakeCluster):
     refs = launch_all(k8s)
     cluster.set_status(name_of(refs[0]), running("10.1.2.3", "node-a"))
-    session = k8s.open_exec(refs[0], ["/bin/sh"])
-    out = ""
-    while "$ " not in out:
-        session.update(timeout=2)
-        out += session.read_stdout()
-    assert out == f"{name_of(refs[0])}$ "
-    session.write_stdin("ls /pai\n")
-    while "ls /pai" not in out and session.is_open():
-        session.update(timeout=2)
-        out += session.read_stdout() if session.peek_stdout() else ""
-    assert out.endswith("ls /pai\n")
+    session = k8s.shell(refs[0])
+    out = b""
+    while not out.endswith(b"$ "):
+        out += session.read(2) or b""
+    assert out == f"{name_of(refs[0])}$ ".encode()
+    session.resize(120, 40)
+    session.write(b"echo hi\r")
+    while b"hi\r\n" not in out:
+        out += session.read(2) or b""
+    session.write(b"exit\r")
+    while (data := session.read(2)) != b"":
+        out += data or b""
     session.close()
-    assert cluster.requests[("GET", f"/api/v1/namespaces/default/pods/{name_of(refs[0])}/exec")]
+    (opened,) = cluster.execs
+    assert opened.query["tty"] == ["true"] and opened.query["container"] == ["main"]
+    assert opened.query["command"][:2] == ["/bin/sh", "-c"]
+    assert "/pai/env.sh" in opened.query["command"][2]
+    assert opened.resizes == [{"Width": 120, "Height": 40}]
+
+
+def test_no_terminal_opens_into_a_pod_that_is_gone(k8s, cluster: FakeCluster):
+    assert k8s.shell("job7-a0/pai-job7-a0-nothing-0") is None
+
+
+def test_the_terminals_shell_reads_the_tasks_environment_from_its_secret(k8s, cluster: FakeCluster):
+    refs = launch_all(k8s)
+    secret = cluster.objects[("secrets", "default", name_of(refs[0]))]
+    assert secret["stringData"]["env.sh"] == "export PAI_HOST_IP_worker_0=worker-0.pai-job7-a0\n"
+    pod = cluster.objects[("pods", "default", name_of(refs[0]))]
+    (volume,) = (v for v in pod["spec"]["volumes"] if v["name"] == "bootstrap")
+    assert {"key": "env.sh", "path": "env.sh", "mode": 0o444} in volume["secret"]["items"]
