@@ -52,6 +52,35 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
+def too_big_message() -> str:
+    from django.conf import settings
+
+    return (
+        f"the request is larger than the limit of {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes "
+        f"(DATA_UPLOAD_MAX_MEMORY_SIZE); a job file may have at most {settings.JOB_MAX_BYTES} "
+        "bytes (JOB_MAX_BYTES)"
+    )
+
+
+def bad_request(request: Any, exception: Exception) -> Any:
+    """Django's answer to a request it cannot read (handler400), which it gives before any view
+    runs, e.g. when the CSRF check reads a form larger than the limit: says why, as OpenPAI's
+    JSON error under ``/api/`` and as a page elsewhere."""
+    from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+    from django.http import JsonResponse
+    from django.shortcuts import render
+
+    if isinstance(exception, RequestDataTooBig):
+        message = too_big_message()
+    elif isinstance(exception, TooManyFieldsSent | TooManyFilesSent):
+        message = f"the request has too many fields: {exception}"
+    else:
+        message = "the request could not be read"
+    if request.path.startswith("/api/"):
+        return JsonResponse({"code": "BadRequestError", "message": message}, status=400)
+    return render(request, "400.html", {"message": message}, status=400)
+
+
 def not_found(request: Any, exception: Exception) -> Any:
     """Django's 404 page, but OpenPAI's JSON error under ``/api/`` (a path no route matches)."""
     from django.http import JsonResponse

@@ -43,4 +43,5 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularRedocView.as_view(url_name="schema"), name="api-docs"),
 ]
+handler400 = "portal.api.bad_request"
 handler404 = "portal.api.not_found"
