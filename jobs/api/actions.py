@@ -15,7 +15,13 @@ from rest_framework.views import APIView
 
 from jobs import lifecycle
 from jobs.access import job_for
-from jobs.api.schemas import ERRORS, JobAttemptSerializer, JobEventsSerializer, MessageSerializer
+from jobs.api.schemas import (
+    ERRORS,
+    ErrorSerializer,
+    JobAttemptSerializer,
+    JobEventsSerializer,
+    MessageSerializer,
+)
 from jobs.api.serializers import epoch_ms, job_detail
 from jobs.models import Job, JobAttempt
 from jobs.protocol import dump_yaml, mask_secrets
@@ -35,7 +41,13 @@ class ExecutionTypeSerializer(serializers.Serializer[dict[str, str]]):
 
 
 class ExecutionTypeView(APIView):
-    @extend_schema(request=ExecutionTypeSerializer, responses={202: MessageSerializer, **ERRORS})
+    """``{"value": "STOP"}`` stops a waiting or running job (202; a stopping one is stopping
+    already, 202 too); a job that has already finished has nothing to stop (409)."""
+
+    @extend_schema(
+        request=ExecutionTypeSerializer,
+        responses={202: MessageSerializer, 409: ErrorSerializer, **ERRORS},
+    )
     def put(self, request: Request, username: str, name: str) -> Response:
         job = job_for(request.user, username, name)
         form = ExecutionTypeSerializer(data=request.data)
@@ -48,10 +60,18 @@ class ExecutionTypeView(APIView):
                 },
                 status=status.HTTP_400_BAD_REQUEST,
             )
-        lifecycle.stop(job, request.user)
-        return Response(
-            {"message": f"execute job {job.name} successfully"}, status=status.HTTP_202_ACCEPTED
-        )
+        if not lifecycle.stop(job, request.user):
+            job.refresh_from_db(fields=["state"])
+            if job.is_final:
+                message = f"job {job.name} has already finished ({job.state}): nothing to stop"
+                return Response(
+                    {"code": "ConflictJobError", "message": message},
+                    status=status.HTTP_409_CONFLICT,
+                )
+            message = f"job {job.name} is stopping already"
+        else:
+            message = f"execute job {job.name} successfully: it is stopping"
+        return Response({"message": message}, status=status.HTTP_202_ACCEPTED)
 
 
 def attempt_detail(job: Job, attempt: JobAttempt, latest: int) -> dict[str, Any]:

@@ -96,6 +96,26 @@ def test_execution_type_stop_stops_the_job(alice, jobs):
     assert Job.objects.get(name="a0").state == JobState.STOPPED
 
 
+STOP_A0 = ("/api/v2/jobs/alice~a0/executionType", {"value": "STOP"})
+
+
+@pytest.mark.parametrize("state", ["SUCCEEDED", "FAILED", "STOPPED"])
+def test_stopping_a_job_that_has_already_finished_is_a_409_that_says_so(alice, jobs, state):
+    Job.objects.filter(name="a0").update(state=state)
+    response = client_for(alice).put(*STOP_A0, format="json")
+    assert response.status_code == 409
+    assert response.json()["code"] == "ConflictJobError"
+    assert response.json()["message"] == f"job a0 has already finished ({state}): nothing to stop"
+    assert Job.objects.get(name="a0").state == state
+
+
+def test_stopping_a_job_that_is_stopping_already_is_accepted_again(alice, jobs):
+    Job.objects.filter(name="a0").update(state=JobState.STOPPING)
+    response = client_for(alice).put(*STOP_A0, format="json")
+    assert response.status_code == 202
+    assert response.json()["message"] == "job a0 is stopping already"
+
+
 def test_execution_type_needs_a_known_value(alice, jobs):
     response = client_for(alice).put(
         "/api/v2/jobs/alice~a0/executionType", {"value": "PAUSE"}, format="json"
