@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -56,6 +57,19 @@ def tag_body(job: Job, message: str) -> dict[str, object]:
     return {"message": message, "tags": list(job.tags)}
 
 
+def locked_tags(job: Job) -> list[str]:
+    """The job's tags as stored now, its row locked until the transaction ends: two requests
+    that tag the same job at once change them one after the other, and neither is lost."""
+    row = Job.objects.select_for_update().only("tags").get(pk=job.pk)
+    job.tags = list(row.tags)
+    return job.tags
+
+
+def save_tags(job: Job, tags: list[str]) -> None:
+    job.tags = tags
+    job.save(update_fields=["tags", "updated_at"])
+
+
 class JobTagView(APIView):
     """``PUT`` adds a tag to the job, ``DELETE`` removes one (body ``{"value": "<tag>"}``)."""
 
@@ -65,14 +79,15 @@ class JobTagView(APIView):
         form = TagSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         tag = form.validated_data["value"]
-        if tag not in job.tags:
-            if len(job.tags) >= MAX_TAGS:
-                return Response(
-                    {"code": "BadRequestError", "message": f"value: at most {MAX_TAGS} tags"},
-                    status=400,
-                )
-            job.tags = [*job.tags, tag]
-            job.save(update_fields=["tags", "updated_at"])
+        with transaction.atomic():
+            tags = locked_tags(job)
+            if tag not in tags:
+                if len(tags) >= MAX_TAGS:
+                    return Response(
+                        {"code": "BadRequestError", "message": f"value: at most {MAX_TAGS} tags"},
+                        status=400,
+                    )
+                save_tags(job, [*tags, tag])
         return Response(tag_body(job, f"tag {tag} added to job {job.name}"))
 
     @extend_schema(request=TagSerializer, responses={200: MessageSerializer, **ERRORS})
@@ -81,13 +96,14 @@ class JobTagView(APIView):
         form = TagSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         tag = form.validated_data["value"]
-        if tag not in job.tags:
-            return Response(
-                {"code": "NoTagError", "message": f"value: job {job.name} has no tag {tag}"},
-                status=404,
-            )
-        job.tags = [t for t in job.tags if t != tag]
-        job.save(update_fields=["tags", "updated_at"])
+        with transaction.atomic():
+            tags = locked_tags(job)
+            if tag not in tags:
+                return Response(
+                    {"code": "NoTagError", "message": f"value: job {job.name} has no tag {tag}"},
+                    status=404,
+                )
+            save_tags(job, [t for t in tags if t != tag])
         return Response(tag_body(job, f"tag {tag} removed from job {job.name}"))
 
 

@@ -54,9 +54,10 @@ class GroupsView(APIView):
         form = GroupSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         name = form.validated_data["groupname"]
-        if Group.objects.filter(name=name).exists():
+        # Two identical requests at once: get_or_create's loser finds the winner's row.
+        _, created = Group.objects.get_or_create(name=name)
+        if not created:
             return error("ConflictGroupError", f"group {name} already exists", 409)
-        Group.objects.create(name=name)
         return Response({"message": "group is created successfully"}, status=201)
 
     @extend_schema(request=UpdateGroupSerializer, responses={201: MessageSerializer, **ERRORS})

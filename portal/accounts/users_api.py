@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -121,20 +121,27 @@ class UsersView(APIView):
         users = User.objects.order_by("username").prefetch_related("groups")
         return Response([user_info(u) for u in users])
 
-    @extend_schema(request=NewUserSerializer, responses={201: MessageSerializer, **ERRORS})
+    @extend_schema(
+        request=NewUserSerializer,
+        responses={201: MessageSerializer, 409: ErrorSerializer, **ERRORS},
+    )
     def post(self, request: Request) -> Response:
         if not is_admin(request.user):
             return forbidden()
         form = NewUserSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
+        taken = error("ConflictUserError", f"user name {data['username']} already exists", 409)
         if User.objects.filter(username=data["username"]).exists():
-            return error("ConflictUserError", f"user name {data['username']} already exists", 409)
-        with transaction.atomic():
-            user = User(username=data["username"], email=data["email"], is_staff=data["admin"])
-            user.set_password(checked_password(data["password"], user))
-            user.save()
-            set_virtual_clusters(user, data.get("virtualCluster", []))
+            return taken
+        try:
+            with transaction.atomic():
+                user = User(username=data["username"], email=data["email"], is_staff=data["admin"])
+                user.set_password(checked_password(data["password"], user))
+                user.save()
+                set_virtual_clusters(user, data.get("virtualCluster", []))
+        except IntegrityError:  # the same name, created by a request that ran alongside
+            return taken
         return Response({"message": "User is created successfully"}, status=201)
 
     @extend_schema(request=UpdateUserSerializer, responses={201: MessageSerializer, **ERRORS})

@@ -37,6 +37,31 @@ def test_tagging_twice_keeps_one_tag_and_delete_removes_it(alice):
     assert client.delete(TAG, {"value": "x"}, format="json").status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("method", "value", "expected"),
+    [("put", "mine", ["old", "theirs", "mine"]), ("delete", "old", ["theirs"])],
+)
+def test_a_tag_changed_alongside_by_another_request_is_not_lost(
+    alice, monkeypatch, method, value, expected
+):
+    from jobs.api import task_views
+    from jobs.models import Job
+
+    job = job_with_tasks(alice)
+    Job.objects.filter(pk=job.pk).update(tags=["old"])
+    real = task_views.job_for
+
+    def read_then_meanwhile(*args):  # this request reads the job, then another one tags it
+        found = real(*args)
+        Job.objects.filter(pk=job.pk).update(tags=["old", "theirs"])
+        return found
+
+    monkeypatch.setattr(task_views, "job_for", read_then_meanwhile)
+    response = getattr(client_for(alice), method)(TAG, {"value": value}, format="json")
+    assert response.status_code == 200
+    assert Job.objects.get(pk=job.pk).tags == expected == response.json()["tags"]
+
+
 def test_a_bad_tag_gets_a_400_naming_the_value(alice):
     job_with_tasks(alice)
     response = client_for(alice).put(TAG, {"value": "no spaces"}, format="json")

@@ -42,6 +42,21 @@ def test_an_admin_creates_a_user_in_a_virtual_cluster(admin):
     assert (again.status_code, again.json()["code"]) == (409, "ConflictUserError")
 
 
+def test_a_user_created_alongside_by_another_request_is_a_409_not_a_500(admin, monkeypatch):
+    from portal.accounts import users_api
+
+    real = users_api.checked_password
+
+    def meanwhile(password, user):  # another request creates carol after this one checked
+        User.objects.create_user("carol")
+        return real(password, user)
+
+    monkeypatch.setattr(users_api, "checked_password", meanwhile)
+    new = {"username": "carol", "password": "carol-pw-123"}
+    response = client_for(admin).post("/api/v2/users", new, format="json")
+    assert (response.status_code, response.json()["code"]) == (409, "ConflictUserError")
+
+
 def test_an_unknown_virtual_cluster_is_a_400_naming_it(admin):
     new = {"username": "carol", "password": "carol-pw-123", "virtualCluster": ["nope"]}
     response = client_for(admin).post("/api/v2/users", new, format="json")
