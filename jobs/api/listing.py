@@ -93,7 +93,11 @@ def filtered(request: Request) -> QuerySet[Job]:
 
 
 def ordered(request: Request, jobs: QuerySet[Job]) -> QuerySet[Job]:
-    order = request.query_params.get("order", "createdTime,DESC")
+    """Newest first by default: by id, which grows with each submission and walks the primary
+    key's index, where ``created_at`` (no index of its own) would sort every row."""
+    order = request.query_params.get("order")
+    if not order:
+        return jobs.order_by("-id")
     field, _, direction = order.partition(",")
     if field not in ORDERS or direction.upper() not in ("", "ASC", "DESC"):
         raise ValidationError(

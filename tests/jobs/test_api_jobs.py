@@ -42,6 +42,24 @@ def test_the_list_is_newest_first_with_openpai_fields(alice, jobs):
     )
 
 
+def test_the_default_order_is_by_submission_through_the_id_index(alice, jobs):
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    # A clock that went back: a0's time says newest, but it was submitted first.
+    Job.objects.filter(name="a0").update(created_at=timezone.now() + timedelta(days=1))
+    client = client_for(alice)
+    with CaptureQueriesContext(connection) as queries:
+        assert names(client.get("/api/v2/jobs")) == ["b0", "a2", "a1", "a0"]
+    listing = next(q["sql"] for q in queries if 'FROM "jobs_job"' in q["sql"])
+    assert listing.split("ORDER BY")[1].split("LIMIT")[0].strip() == '"jobs_job"."id" DESC'
+    assert names(client.get("/api/v2/jobs?order=createdTime,DESC"))[0] == "a0"
+    assert names(client.get("/api/v2/jobs?order=createdTime,ASC"))[0] == "a1"
+
+
 def test_the_list_filters_by_user_state_and_keyword(alice, jobs):
     client = client_for(alice)
     assert names(client.get("/api/v2/jobs?username=bob")) == ["b0"]
