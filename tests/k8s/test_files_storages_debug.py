@@ -36,6 +36,7 @@ def test_task_files_live_in_the_tasks_secret_and_are_mounted_not_scripted(
     (volume,) = (v for v in pod["spec"]["volumes"] if v["name"] == "bootstrap")
     assert volume["secret"]["items"] == [
         {"key": "bootstrap.sh", "path": "bootstrap.sh", "mode": 0o555},
+        {"key": "env.sh", "path": "env.sh", "mode": 0o444},  # for the terminal's shells
         {"key": m.file_key(".ssh/id_job"), "path": "files/.ssh/id_job", "mode": 0o400},
     ]
     env = pod["spec"]["containers"][0]["env"]
@@ -44,10 +45,10 @@ def test_task_files_live_in_the_tasks_secret_and_are_mounted_not_scripted(
         valid(manifest)
 
 
-def test_without_files_nothing_but_the_script_is_mounted(k8s, cluster: FakeCluster):
+def test_without_files_only_the_script_and_its_environment_are_mounted(k8s, cluster: FakeCluster):
     pod = cluster.objects[("pods", "default", name_of(launch_all(k8s)[0]))]
     (volume,) = (v for v in pod["spec"]["volumes"] if v["name"] == "bootstrap")
-    assert [i["path"] for i in volume["secret"]["items"]] == ["bootstrap.sh"]
+    assert [i["path"] for i in volume["secret"]["items"]] == ["bootstrap.sh", "env.sh"]
     assert all(e["name"] != "PAI_FILES_DIR" for e in pod["spec"]["containers"][0]["env"])
 
 
