@@ -10,9 +10,15 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from jobs.access import visible_jobs
 from jobs.news import group_name
 
+NOT_FOUND = 4404
+
 
 class JobNewsConsumer(AsyncJsonWebsocketConsumer):
-    """Sends ``{"changed": job_id}`` whenever the job changes; owner and admins only."""
+    """Sends ``{"changed": job_id}`` whenever the job changes; owner and admins only.
+
+    Anyone else (or a job that does not exist) is accepted, then closed with ``4404``: a close
+    before accepting becomes an HTTP 403 that the browser only sees as ``1006``, and a page
+    would retry that forever; ``4404`` tells it to stop."""
 
     group = ""
 
@@ -20,7 +26,8 @@ class JobNewsConsumer(AsyncJsonWebsocketConsumer):
         user = self.scope.get("user")
         job_id = int(self.scope["url_route"]["kwargs"]["job_id"])
         if user is None or not user.is_authenticated or not await self.may_see(user, job_id):
-            await self.close(code=4404)
+            await self.accept()
+            await self.close(code=NOT_FOUND)
             return
         self.group = group_name(job_id)
         await self.channel_layer.group_add(self.group, self.channel_name)

@@ -99,6 +99,13 @@ class TaskLaunch:
     debug_keep_hours: int = 0
 
 
+class BackendUnavailable(RuntimeError):
+    """The backend could not be reached or kept refusing for now (an API outage, a 429/5xx
+    storm): nothing is known to have failed, so whatever was asked stays as it was, to be tried
+    again by a later reconcile pass. Any other exception from ``launch`` is a genuine refusal
+    that fails the task with its reason."""
+
+
 def check_file_path(path: str) -> str:
     """``path`` when it is a plain relative path inside the working directory (no ``..``, not
     absolute, no empty parts); ValueError otherwise."""

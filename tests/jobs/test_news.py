@@ -37,11 +37,26 @@ async def test_the_owner_hears_of_every_change(job, alice, async_client_for):
     await communicator.disconnect()
 
 
-async def test_another_user_is_turned_away(job, bob, async_client_for):
+async def close_code(communicator) -> int:
+    """The code the server closed with, right after it accepted."""
+    message = await communicator.receive_output(timeout=2)
+    assert message["type"] == "websocket.close"
+    return message["code"]
+
+
+async def test_another_user_is_accepted_then_told_4404(job, bob, async_client_for):
     client = await async_client_for(bob)
-    communicator, connected, code = await connect(client, job.id)
-    assert not connected
-    assert code == 4404
+    communicator, connected, _ = await connect(client, job.id)
+    # Accepted first: a close before accepting reaches the browser as 1006, not as 4404.
+    assert connected
+    assert await close_code(communicator) == 4404
+
+
+async def test_a_job_that_does_not_exist_is_told_4404(job, alice, async_client_for):
+    client = await async_client_for(alice)
+    communicator, connected, _ = await connect(client, job.id + 1000)
+    assert connected
+    assert await close_code(communicator) == 4404
 
 
 async def test_a_foreign_origin_is_turned_away(job, alice, async_client_for):

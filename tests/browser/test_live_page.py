@@ -1,0 +1,59 @@
+"""The job page stays live: it reconnects after its WebSocket drops and still sees the job end,
+stops trying when the job is gone, and keeps the SSH config a person opened."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.models import Job
+from tests.browser.test_portal_flows import SSH, job, submit_text
+from tests.browser.test_submit_and_watch import log_in
+
+pytestmark = pytest.mark.browser
+
+
+def test_the_page_reconnects_and_still_sees_the_job_end(portal_url, browser_page, alice, tmp_path):
+    page = browser_page
+    release = tmp_path / "release"
+    log_in(page, portal_url, "alice", "alice-secret-pw")
+    waiting = f"while [ ! -e {release} ]; do sleep 0.2; done; echo released"
+    submit_text(page, portal_url, job("dropped", waiting))
+    page.evaluate("window.stillTheSamePage = true")
+    page.locator("#task-trainer-0 .state", has_text="RUNNING").wait_for()
+    page.wait_for_function("window.jobNewsOpened === 1")
+
+    page.evaluate("window.jobNews.close()")  # the connection drops (a proxy, a server restart)
+    page.wait_for_function("window.jobNewsOpened === 2")
+    release.touch()  # only now may the job end: the news of it comes over the new socket
+
+    page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
+    assert page.evaluate("window.stillTheSamePage") is True
+    assert page.locator("#live-status").is_hidden()
+
+
+def test_a_page_whose_job_is_gone_stops_reconnecting_and_says_so(portal_url, browser_page, alice):
+    page = browser_page
+    log_in(page, portal_url, "alice", "alice-secret-pw")
+    submit_text(page, portal_url, job("gone", "echo bye"))
+    page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
+    page.wait_for_function("window.jobNewsOpened === 1")
+    Job.objects.filter(name="gone").delete()
+
+    page.evaluate("window.jobNews.close()")
+
+    page.locator("#live-status", has_text="this job is not available").wait_for()
+    assert page.evaluate("window.jobNewsRetry") is None  # no further attempt is scheduled
+
+
+def test_the_ssh_config_stays_open_across_live_refreshes(portal_url, browser_page, alice):
+    page = browser_page
+    log_in(page, portal_url, "alice", "alice-secret-pw")
+    submit_text(page, portal_url, job("keyed", "sleep 120", SSH))
+    page.locator("#ssh .ssh-command").first.wait_for()
+    page.click("#ssh-config-details summary")
+    assert page.locator("#ssh-config-details .ssh-config").is_visible()
+
+    page.evaluate("window.refreshLive()")  # what news of the job does
+
+    assert page.locator("#ssh-config-details").get_attribute("open") is not None
+    assert page.locator("#ssh-config-details .ssh-config").is_visible()
