@@ -79,7 +79,8 @@ def default_for(user: Any) -> str:
 
 def submit_check(user: Any, protocol: dict[str, Any], vc_name: str | None) -> VirtualCluster:
     """The virtual cluster a job goes to. PermissionError when ``user`` is not a member;
-    ValueError when it does not exist or the job could never fit its quota (by how much)."""
+    ValueError when it does not exist or the job could never fit its quota or the cluster's
+    capacity (when known), saying by how much."""
     name = vc_name or default_for(user)
     vc = VirtualCluster.objects.named(name)
     if vc is None:
@@ -90,14 +91,16 @@ def submit_check(user: Any, protocol: dict[str, Any], vc_name: str | None) -> Vi
         )
     need = demand_of(protocol)
     _, opportunistic = options_of(protocol)
-    limit = capacity.cluster_capacity() if opportunistic else quota_of(vc)
-    short = never_fits(need, limit)
-    if short is not None:
-        where = "the cluster has" if opportunistic else f"'{vc.name}' guarantees"
-        raise ValueError(
-            f"taskRoles: the job needs {short.need} {short.what} in total but {where} "
-            f"{short.free}: {short.need - short.free} more than the job could ever get"
-        )
+    limits = [(capacity.cluster_capacity(), "the cluster has")]
+    if not opportunistic:  # an opportunistic job may run beyond its quota, never the cluster
+        limits.insert(0, (quota_of(vc), f"'{vc.name}' guarantees"))
+    for limit, where in limits:
+        short = never_fits(need, limit)
+        if short is not None:
+            raise ValueError(
+                f"taskRoles: the job needs {short.need} {short.what} in total but {where} "
+                f"{short.free}: {short.need - short.free} more than the job could ever get"
+            )
     return vc
 
 
@@ -179,7 +182,9 @@ def admit(backend: Backend, report: Report) -> Plan:
             )
             report.admitted += len(started)
             report.touched_jobs.update(job.id for job in started)
-        write_standing({i: s for i, s in decided.waiting.items() if standing.get(i) != s})
+        changed = {i: s for i, s in decided.waiting.items() if standing.get(i) != s}
+        write_standing(changed)
+        report.touched_jobs.update(changed)  # their pages show the new reason and position
     return decided
 
 

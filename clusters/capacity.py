@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 from typing import Any
 
 from django.db import transaction
 
+from clusters import registry
 from clusters.backends.base import Backend, Capacity
 from clusters.models import Node
 from clusters.quota import Limit, Resources
+
+log = logging.getLogger(__name__)
 
 
 def backend_nodes(backend: Backend) -> dict[str, Capacity]:
@@ -46,8 +50,18 @@ def total(nodes: list[Node]) -> Resources:
 
 
 def cluster_capacity(backend: Backend | None = None) -> Limit:
-    """The summed capacity of the cached nodes (refreshed first when none is cached)."""
+    """The summed capacity of the cached nodes.
+
+    With no node cached (a fresh install before beat's first refresh), the nodes are asked of
+    ``backend`` (by default the configured one) and cached, so that quotas, submissions and
+    admission are checked against the real cluster from the start. Only when the backend
+    cannot say (it is unreachable) is the capacity unknown: ``Limit()``, nothing limited.
+    """
     nodes = list(Node.objects.all())
-    if not nodes and backend is not None:
-        nodes = refresh(backend)
+    if not nodes:
+        try:
+            nodes = refresh(backend or registry.get_backend())
+        except Exception:  # an unreachable cluster must not break pages or submissions
+            log.warning("could not read the cluster's capacity from the backend", exc_info=True)
+            return Limit()
     return Limit.of(total(nodes)) if nodes else Limit()

@@ -44,6 +44,26 @@ def _fresh_backend() -> Iterator[None]:
     registry.get_backend.cache_clear()
 
 
+@pytest.fixture(autouse=True)
+def _roomy_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Admission is bounded by the cluster's capacity, read from the backend's nodes (here,
+    this machine). Tests see at least 64 CPUs and 256 GB whatever machine runs them, so that
+    none depends on its number of cores; GPUs stay as the backend reports them."""
+    from dataclasses import replace
+
+    from clusters import capacity
+
+    real = capacity.backend_nodes
+
+    def roomy(backend):  # type: ignore[no-untyped-def]
+        return {
+            name: replace(cap, cpu=max(cap.cpu, 64), memory_mb=max(cap.memory_mb, 256_000))
+            for name, cap in real(backend).items()
+        }
+
+    monkeypatch.setattr(capacity, "backend_nodes", roomy)
+
+
 @pytest.fixture
 def backend(settings) -> Iterator[LocalBackend]:
     local = registry.get_backend()

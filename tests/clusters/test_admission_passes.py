@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from clusters.admission import admit
 from jobs import lifecycle
 from jobs.models import Job, JobAttempt
+from jobs.news import group_name
 from jobs.reconcile import PassReport, run_pass
 from jobs.states import JobState
 from tests.clusters.helpers import cluster, job_text, vc
@@ -89,4 +94,37 @@ def test_a_pass_uses_the_same_number_of_queries_for_many_waiting_jobs(alice, bac
         lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research")
     assert count() == few
     assert Job.objects.get(name="j29").queue_position == 30
+    lifecycle.stop(Job.objects.get(name="runs"), alice)
+
+
+def test_a_job_in_an_unlimited_virtual_cluster_waits_while_the_cluster_is_full(alice, bob, backend):
+    cluster(cpu=2)
+    vc("research", bob, cpu=2)
+    busy = lifecycle.submit(bob, job_text("busy", cpu=2), virtual_cluster="research")
+    run_pass(backend)
+    waits = lifecycle.submit(alice, job_text("next", cpu=1))
+    run_pass(backend)
+    assert (fresh(busy).state, fresh(waits).state) == (JobState.RUNNING, JobState.WAITING)
+    assert waits.reason == "waiting for 1 CPU: 0 free in the cluster, no job ahead"
+    lifecycle.stop(busy, bob)
+
+
+def test_a_waiting_job_whose_position_changes_is_told_and_one_that_stays_is_not(alice, backend):
+    cluster(cpu=8)
+    vc("research", alice, cpu=1)
+    lifecycle.submit(alice, job_text("runs"), virtual_cluster="research")
+    last = lifecycle.submit(alice, job_text("last"), virtual_cluster="research")
+    run_pass(backend)
+    assert fresh(last).queue_position == 1
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(group_name(last.id), channel)
+
+    lifecycle.submit(alice, job_text("urgent", priority=5), virtual_cluster="research")
+    report = run_pass(backend)
+
+    assert fresh(last).queue_position == 2 and last.id in report.touched_jobs
+    message = async_to_sync(asyncio.wait_for)(layer.receive(channel), 5)
+    assert message == {"type": "job.changed", "job": last.id}
+    assert last.id not in run_pass(backend).touched_jobs  # nothing changed: no news
     lifecycle.stop(Job.objects.get(name="runs"), alice)

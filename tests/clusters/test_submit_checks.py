@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group
 
-from clusters.models import DefaultVirtualCluster, VirtualCluster
+from clusters import capacity
+from clusters.models import DefaultVirtualCluster, Node, VirtualCluster
 from jobs import lifecycle
 from tests.clusters.helpers import cluster, job_text, vc
 
@@ -78,3 +79,38 @@ def test_an_opportunistic_job_only_has_to_fit_the_cluster(alice):
 def test_priority_is_read_from_the_job(alice):
     job = lifecycle.submit(alice, job_text("j", priority=5))
     assert (job.priority, job.opportunistic) == (5, False)
+
+
+def test_a_job_bigger_than_the_whole_cluster_gets_400_even_in_an_unlimited_virtual_cluster(alice):
+    cluster(cpu=8, gpus={"V100": 1})
+    with pytest.raises(lifecycle.SubmitError) as caught:
+        lifecycle.submit(alice, job_text("j", gpu=2))
+    assert caught.value.status == 400
+    assert "needs 2 GPU in total but the cluster has 1: 1 more" in str(caught.value)
+
+
+def test_a_job_within_its_quota_but_beyond_the_cluster_gets_400(alice):
+    cluster(cpu=8)
+    vc("research", alice, cpu=16)
+    with pytest.raises(lifecycle.SubmitError) as caught:
+        lifecycle.submit(alice, job_text("j", cpu=10), virtual_cluster="research")
+    assert "needs 10 CPU in total but the cluster has 8: 2 more" in str(caught.value)
+
+
+def test_with_no_node_cached_the_capacity_is_read_from_the_backend(alice, backend):
+    cpus = sum(node.cpu for node in capacity.backend_nodes(backend).values())
+    with pytest.raises(lifecycle.SubmitError) as caught:
+        lifecycle.submit(alice, job_text("j", cpu=cpus + 1))
+    assert f"needs {cpus + 1} CPU in total but the cluster has {cpus}: 1 more" in str(caught.value)
+    assert Node.objects.get().cpu == cpus
+
+
+def test_when_the_backend_cannot_report_its_capacity_nothing_is_refused_for_it(
+    alice, backend, monkeypatch
+):
+    def unreachable():
+        raise ConnectionError("the API server is down")
+
+    monkeypatch.setattr(backend, "capacity", unreachable)
+    job = lifecycle.submit(alice, job_text("j", cpu=10_000))
+    assert job.resources["cpu"] == 10_000 and not Node.objects.exists()
