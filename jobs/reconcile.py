@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from clusters.backends.base import (
     Backend,
+    BackendUnavailable,
     Observation,
     Placement,
     SupportsCleanup,
@@ -139,7 +140,9 @@ def admit(backend: Backend, report: PassReport) -> None:
 
 
 def launch(backend: Backend, report: PassReport) -> None:
-    """Launch every task that is waiting and has not been handed to the backend yet."""
+    """Launch every task that is waiting and has not been handed to the backend yet. A task
+    the backend refuses fails with the reason; when the backend is unavailable
+    (``BackendUnavailable``) the pass stops here and raises, leaving the task as it was."""
     pending = list(
         Task.objects.filter(state=TaskState.WAITING, backend_ref="", stop_requested=False)
         .select_related("attempt__job__owner", "attempt__job__virtual_cluster")
@@ -160,6 +163,12 @@ def launch(backend: Backend, report: PassReport) -> None:
         try:
             ctx = context_for(job, backend.name)  # ssh keys, storages, barrier timeout
             ref = launch_one(backend, task, ctx, placements[task.attempt_id])
+        except BackendUnavailable:
+            # An outage or a 429/5xx storm outlasting the retries is no failure of the task:
+            # it stays WAITING and unlaunched for a later pass, and this pass fails (logged by
+            # its caller) without changing any job.
+            log.warning("the backend is unavailable; %s and the rest wait for a later pass", task)
+            raise
         except Exception as exc:  # one task that cannot start must not stop the pass
             log.exception("could not launch %s", task)
             Task.objects.filter(id=task.id, state=TaskState.WAITING, backend_ref="").update(

@@ -20,12 +20,14 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from clusters.backends.base import BackendUnavailable
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 JSON = "application/json"
 
 
-class KubernetesUnavailable(RuntimeError):
+class KubernetesUnavailable(BackendUnavailable):
     """The API server kept answering 429/5xx, or could not be reached, after every retry."""
 
 

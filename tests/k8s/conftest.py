@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import pytest
 from fake_apiserver import FakeCluster, serve
 from kubernetes import client
 
+from clusters import registry
 from clusters.backends.k8s_api import RetryPolicy, api_client_for
 from clusters.backends.k8s_manifests import K8sOptions
 from clusters.backends.kubernetes import KubernetesBackend
@@ -31,8 +33,14 @@ def sleeps() -> list[float]:
 
 
 @pytest.fixture
-def k8s(apiserver: tuple[str, FakeCluster], sleeps: list[float]) -> Iterator[KubernetesBackend]:
+def k8s(
+    apiserver: tuple[str, FakeCluster], sleeps: list[float], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[KubernetesBackend]:
+    """The backend on the fake cluster, also as the portal's configured backend (what
+    ``CLUSTER_BACKEND=kubernetes`` gives): capacity and submission checks ask it too."""
     api = api_client_for(client.Configuration(host=apiserver[0]))
     options = K8sOptions(namespace="default", node_selector={"pool": "jobs"})
-    yield KubernetesBackend(api, options, RetryPolicy(attempts=6, sleep=sleeps.append))
+    backend = KubernetesBackend(api, options, RetryPolicy(attempts=6, sleep=sleeps.append))
+    monkeypatch.setattr(registry, "get_backend", functools.cache(lambda: backend))
+    yield backend
     api.close()

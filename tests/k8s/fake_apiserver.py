@@ -64,6 +64,7 @@ class FakeCluster:
         self.created: list[dict[str, Any]] = []  # every manifest as posted
         self.requests: Counter[tuple[str, str]] = Counter()  # (method, path without query)
         self.faults: list[int] = []  # statuses for the next calls; 0 = drop the connection
+        self.create_fault: int | None = None  # a status every create answers while set
         self.execs: list[ExecRecord] = []  # every exec session opened, in order
 
     # -- what tests drive --------------------------------------------------------------------
@@ -159,8 +160,11 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # no answer at all: the client sees a dropped connection
             self.connection.shutdown(2)
             return
+        if fault is None and method == "POST":
+            fault = cluster.create_fault
         if fault is not None:
-            self.send_json(fault, status(fault, "TooManyRequests", "injected"), retry_after="0")
+            reason = {429: "TooManyRequests", 422: "Invalid"}.get(fault, "InternalError")
+            self.send_json(fault, status(fault, reason, "injected"), retry_after="0")
             return
         if url.path == "/api/v1/nodes" and method == "GET":
             self.send_json(200, {"kind": "NodeList", "apiVersion": "v1", "items": cluster.nodes})

@@ -193,3 +193,39 @@ def test_cleanup_keeps_recent_attempts_and_deletes_old_and_unknown_ones(
     JobAttempt.objects.filter(key=key).update(completed_at=timezone.now() - timedelta(hours=25))
     assert reconcile.cleanup(k8s, force=True) == [key]
     assert cluster.pods() == {}
+
+
+# -- an unavailable API server during launch fails no job; a refusal fails the task ---------------
+
+
+@pytest.mark.parametrize("storm", [429, 503])
+def test_a_storm_of_refused_creates_leaves_the_job_to_launch_later(
+    alice, k8s, cluster: FakeCluster, storm: int
+):
+    from clusters.backends.base import BackendUnavailable
+
+    job = lifecycle.submit(alice, JOB)
+    cluster.create_fault = storm  # every create, every retry of it
+    with pytest.raises(BackendUnavailable, match=f"HTTP {storm}"):
+        run_pass(k8s)
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    assert [(t.state, t.backend_ref, t.diagnostics) for t in tasks_of(job).values()] == [
+        (TaskState.WAITING, "", "")
+    ] * 3
+    assert cluster.pods() == {}
+
+    cluster.create_fault = None  # the API server recovers: the next pass launches them all
+    assert run_pass(k8s).launched == 3
+    assert len(cluster.pods()) == 3
+
+
+def test_a_create_the_api_server_finds_invalid_fails_the_tasks_with_its_reason(
+    alice, k8s, cluster: FakeCluster
+):
+    job = lifecycle.submit(alice, JOB)
+    cluster.create_fault = 422
+    run_pass(k8s)
+    task = tasks_of(job)["worker-0"]
+    assert task.state == TaskState.FAILED
+    assert task.diagnostics.startswith("could not start: (422)")
