@@ -200,6 +200,14 @@ class Backend(Protocol):
 
 
 @runtime_checkable
+class SupportsNodes(Protocol):
+    """An optional method of a backend: the capacity of each node by name, for the Node table
+    (``clusters.capacity.backend_nodes``; without it the whole cluster is one node)."""
+
+    def nodes(self) -> dict[str, Capacity]: ...
+
+
+@runtime_checkable
 class SupportsCleanup(Protocol):
     """An optional method of a backend: remove what is left of attempts no longer needed.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -130,6 +131,40 @@ def parse_quantity(text: str) -> Decimal:
     return Decimal(_parse(text))  # type: ignore[no-untyped-call]
 
 
+def usable_nodes(
+    nodes: list[dict[str, Any]], node_selector: dict[str, str]
+) -> Iterator[tuple[str, dict[str, str], dict[str, str]]]:
+    """``(name, labels, allocatable)`` of each schedulable node that jobs may use."""
+    for node in nodes:
+        meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+        node_labels = meta.get("labels") or {}
+        if spec.get("unschedulable"):
+            continue
+        if any(node_labels.get(key) != value for key, value in node_selector.items()):
+            continue
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        yield str(meta.get("name") or ""), node_labels, allocatable
+
+
+def node_capacities(
+    nodes: list[dict[str, Any]],
+    gpu_resource: str,
+    gpu_type_label: str,
+    node_selector: dict[str, str],
+) -> dict[str, Capacity]:
+    """What each node that jobs may use can allocate, by node name: its cpu, memory and GPUs
+    (under the GPU type its label names, ``"gpu"`` without one): ``Backend.nodes()``."""
+    out = {}
+    for name, node_labels, allocatable in usable_nodes(nodes, node_selector):
+        count = int(parse_quantity(allocatable.get(gpu_resource, "0")))
+        out[name] = Capacity(
+            cpu=int(parse_quantity(allocatable.get("cpu", "0"))),
+            memory_mb=int(parse_quantity(allocatable.get("memory", "0")) / 2**20),
+            gpus={node_labels.get(gpu_type_label) or "gpu": count} if count else {},
+        )
+    return out
+
+
 def capacity_of(
     nodes: list[dict[str, Any]],
     gpu_resource: str,
@@ -139,14 +174,7 @@ def capacity_of(
     """The sum of what the schedulable nodes that jobs may use can allocate."""
     cpu, memory = Decimal(0), Decimal(0)
     gpus: Counter[str] = Counter()
-    for node in nodes:
-        meta, spec = node.get("metadata") or {}, node.get("spec") or {}
-        node_labels = meta.get("labels") or {}
-        if spec.get("unschedulable"):
-            continue
-        if any(node_labels.get(key) != value for key, value in node_selector.items()):
-            continue
-        allocatable = (node.get("status") or {}).get("allocatable") or {}
+    for _, node_labels, allocatable in usable_nodes(nodes, node_selector):
         cpu += parse_quantity(allocatable.get("cpu", "0"))
         memory += parse_quantity(allocatable.get("memory", "0"))
         count = int(parse_quantity(allocatable.get(gpu_resource, "0")))

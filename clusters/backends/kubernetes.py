@@ -29,7 +29,12 @@ from clusters.backends.base import (
 )
 from clusters.backends.k8s_api import JSON, RetryPolicy, body, call, describe
 from clusters.backends.k8s_exec import SHELL_COMMAND, ExecSession, open_exec
-from clusters.backends.k8s_observe import capacity_of, debug_keep_until, observe_pod
+from clusters.backends.k8s_observe import (
+    capacity_of,
+    debug_keep_until,
+    node_capacities,
+    observe_pod,
+)
 
 log = logging.getLogger(__name__)
 _HOST = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
@@ -293,13 +298,20 @@ class KubernetesBackend:
         return open_exec(self.api_client, self.namespace, ref.rpartition("/")[2], command, tty)
 
     def capacity(self) -> Capacity:
+        return capacity_of(self._nodes(), *self._node_terms())
+
+    def nodes(self) -> dict[str, Capacity]:
+        """Each node jobs may use (schedulable, matching ``K8S_NODE_SELECTOR``) by name: its
+        allocatable cpu, memory and GPUs by the type its label names (``SupportsNodes``)."""
+        return node_capacities(self._nodes(), *self._node_terms())
+
+    def _nodes(self) -> list[dict[str, Any]]:
         response = self._call("list nodes", self.core.list_node, _preload_content=False)
-        return capacity_of(
-            body(response).get("items") or [],
-            self.options.gpu_resource,
-            self.options.gpu_type_label,
-            self.options.node_selector,
-        )
+        return list(body(response).get("items") or [])
+
+    def _node_terms(self) -> tuple[str, str, dict[str, str]]:
+        options = self.options
+        return options.gpu_resource, options.gpu_type_label, options.node_selector
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return call(self.retry, what, fn, *args, **kwargs)

@@ -231,6 +231,36 @@ def test_capacity_sums_the_schedulable_nodes_jobs_may_use(k8s, cluster: FakeClus
     assert capacity.gpus == {"V100": 4, "A100": 8}
 
 
+def test_each_node_jobs_may_use_is_listed_with_its_own_capacity(k8s, cluster: FakeCluster):
+    from clusters.backends.base import Capacity, SupportsNodes
+
+    cluster.nodes = [
+        node("a", {"pool": "jobs", "gpu-portal/gpu-type": "V100"}, "7800m", "32Gi", "4"),
+        node("b", {"pool": "jobs"}, "16", "65536Mi", "8"),
+        node("c", {"pool": "jobs"}, "4", "8Gi", None),
+        node("d", {"pool": "system"}, "64", "256Gi", "8"),
+        node("e", {"pool": "jobs"}, "64", "256Gi", "8", unschedulable=True),
+    ]
+    assert isinstance(k8s, SupportsNodes)
+    assert k8s.nodes() == {
+        "a": Capacity(cpu=7, memory_mb=32 * 1024, gpus={"V100": 4}),
+        "b": Capacity(cpu=16, memory_mb=64 * 1024, gpus={"gpu": 8}),
+        "c": Capacity(cpu=4, memory_mb=8 * 1024, gpus={}),
+    }
+
+
+@pytest.mark.django_db
+def test_the_node_table_holds_the_clusters_real_nodes(k8s, cluster: FakeCluster):
+    from clusters.capacity import refresh
+
+    cluster.nodes = [
+        node("gpu-1", {"pool": "jobs", "gpu-portal/gpu-type": "A100"}, "32", "128Gi", "8"),
+        node("cpu-1", {"pool": "jobs"}, "8", "16Gi", None),
+    ]
+    stored = {n.name: (n.cpu, n.memory_mb, n.gpus) for n in refresh(k8s)}
+    assert stored == {"gpu-1": (32, 128 * 1024, {"A100": 8}), "cpu-1": (8, 16 * 1024, {})}
+
+
 # -- pod statuses as the kubelet and the scheduler write them ----------------------------------
 
 
