@@ -46,7 +46,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         "code": CODES.get(response.status_code, "Error"),
         "message": "; ".join(lines),
     }
-    if isinstance(exc, exceptions.ValidationError):
+    if isinstance(exc, exceptions.ValidationError | exceptions.ParseError):
         body["errors"] = lines
     response.data = body
     return response

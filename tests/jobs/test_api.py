@@ -117,16 +117,34 @@ def test_a_second_job_with_the_same_name_is_a_conflict(api):
     assert "hello" in response.json()["message"]
 
 
+UNKNOWN_ROLE = HELLO + (
+    "deployments:\n"
+    "  - name: d\n"
+    "    taskRoles: {ghost: {preCommands: [echo x]}}\n"
+    "defaults: {deployment: d}\n"
+)
+
+
 @pytest.mark.parametrize(
     ("body", "needle"),
     [
-        ("", ""),
+        ("", "the job file is empty"),
         ("{not: yaml: at all", "line"),
-        ("- just\n- a list\n", ""),
+        ("- just\n- a list\n", "a job must be an object (a mapping of fields), got a list"),
         (HELLO.replace("cpu: 1", 'cpu: "four"'), "taskRoles.main.resourcePerInstance.cpu"),
         (HELLO.replace("echo hello", "echo <% $parameters.nothing %>"), "taskRoles.main.commands"),
+        (UNKNOWN_ROLE, 'deployments[0].taskRoles.ghost: no task role named "ghost"'),
+        ("x: " + "a" * (5 * 1024 * 1024), "job file: more than the limit of"),
     ],
-    ids=["empty", "not-yaml", "not-a-mapping", "wrong-type", "unknown-reference"],
+    ids=[
+        "empty",
+        "not-yaml",
+        "not-a-mapping",
+        "wrong-type",
+        "unknown-reference",
+        "unknown-role",
+        "five-megabytes",
+    ],
 )
 def test_bad_jobs_get_a_400_that_names_the_field(api, body, needle):
     response = submit(api, body)
@@ -135,12 +153,6 @@ def test_bad_jobs_get_a_400_that_names_the_field(api, body, needle):
     assert payload["errors"]
     assert needle in payload["message"]
     assert not Job.objects.exists()
-
-
-def test_a_five_megabyte_body_gets_a_400_not_a_500(api):
-    response = submit(api, "x: " + "a" * (5 * 1024 * 1024))
-    assert response.status_code == 400
-    assert "limit" in response.json()["message"]
 
 
 def test_bytes_that_are_not_utf8_get_a_400(api):

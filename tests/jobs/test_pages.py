@@ -56,7 +56,7 @@ def test_a_bad_pasted_job_shows_every_error_with_a_400(web):
 def test_an_empty_submission_names_the_field(web):
     response = web.post("/jobs/submit/", {"text": ""})
     assert response.status_code == 400
-    assert b"text" in response.content
+    assert b"<code>text: This field is required.</code>" in response.content
 
 
 def test_a_huge_submission_gets_a_400(web):
