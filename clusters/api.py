@@ -103,28 +103,63 @@ class VirtualClustersView(APIView):
         return Response({v.vc.name: vc_info(v, capacity) for v in views})
 
 
-def int_or_none(data: dict[str, Any], key: str) -> int | None:
-    value = data.get(key)
+MAX_COUNT = 2**31 - 1  # what the database keeps
+
+
+def count_or_none(value: Any, field: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"resourcesGuaranteed.{key}: a whole number >= 0, or null")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise ValueError(f"{field}: a whole number from 0 to {MAX_COUNT}, or null")
     return value
 
 
 def parse_quota(data: Any) -> Limit:
+    """``resourcesGuaranteed`` as sent: vCores, memory and gpuTypes, each null for no limit."""
     if not isinstance(data, dict):
         raise ValueError("resourcesGuaranteed: an object with vCores, memory and gpuTypes")
     gpus = data.get("gpuTypes")
-    if gpus is not None and (
-        not isinstance(gpus, dict)
-        or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-            for k, v in gpus.items()
-        )
-    ):
-        raise ValueError("resourcesGuaranteed.gpuTypes: an object of GPU type -> count >= 0")
-    return Limit(int_or_none(data, "vCores"), int_or_none(data, "memory"), gpus)
+    if gpus is not None:
+        if not isinstance(gpus, dict):
+            raise ValueError(
+                "resourcesGuaranteed.gpuTypes: an object of GPU type -> count, or null"
+            )
+        for kind, n in gpus.items():
+            if not kind.strip():
+                raise ValueError("resourcesGuaranteed.gpuTypes: a GPU type needs a name")
+            if n is None:
+                raise ValueError(f"resourcesGuaranteed.gpuTypes.{kind}: a count, not null")
+            count_or_none(n, f"resourcesGuaranteed.gpuTypes.{kind}")
+    return Limit(
+        count_or_none(data.get("vCores"), "resourcesGuaranteed.vCores"),
+        count_or_none(data.get("memory"), "resourcesGuaranteed.memory"),
+        gpus,
+    )
+
+
+FLAGS = {"strictFifo": "strict_fifo", "openToAll": "open_to_all"}
+
+
+def parse_put(data: Any, current: VirtualCluster | None) -> tuple[Limit, dict[str, Any]]:
+    """The quota and the other fields a ``PUT`` body sets; ValueError naming a bad field.
+    Fields it does not know (such as the counts a ``GET`` returns) are ignored."""
+    if not isinstance(data, dict):
+        raise ValueError("body: a JSON object")
+    if "resourcesGuaranteed" in data:
+        quota = parse_quota(data["resourcesGuaranteed"])
+    else:
+        quota = quota_of(current) if current else Limit()
+    fields: dict[str, Any] = {}
+    if "description" in data:
+        if not isinstance(data["description"], str):
+            raise ValueError("description: a string")
+        fields["description"] = data["description"]
+    for key, attr in FLAGS.items():
+        if key in data:
+            if not isinstance(data[key], bool):
+                raise ValueError(f"{key}: true or false, not {data[key]!r}")
+            fields[attr] = data[key]
+    return quota, fields
 
 
 class VirtualClusterView(APIView):
@@ -143,25 +178,19 @@ class VirtualClusterView(APIView):
         denied = IsAdminForWrites().check(request)
         if denied:
             return denied
-        data = request.data if isinstance(request.data, dict) else {}
         current = VirtualCluster.objects.filter(name=name).first()
         try:
-            quota = (
-                parse_quota(data["resourcesGuaranteed"])
-                if "resourcesGuaranteed" in data
-                else (quota_of(current) if current else Limit())
-            )
+            quota, fields = parse_put(request.data, current)
         except ValueError as exc:
             return error("BadRequestError", str(exc), 400)
-        problems = quota_problems(name, quota)
+        problems = quota_problems(name, quota, current.pk if current else None)
         if problems:
             return error("BadRequestError", "; ".join(problems), 400)
         with transaction.atomic():
             vc = current or VirtualCluster(name=name)
             vc.cpu, vc.memory_mb, vc.gpus = quota.cpu, quota.memory_mb, quota.gpus
-            vc.description = str(data.get("description", vc.description))
-            vc.strict_fifo = bool(data.get("strictFifo", vc.strict_fifo))
-            vc.open_to_all = bool(data.get("openToAll", vc.open_to_all))
+            for attr, value in fields.items():
+                setattr(vc, attr, value)
             vc.save()
         views, capacity = overview([name])
         code = status.HTTP_200_OK if current else status.HTTP_201_CREATED

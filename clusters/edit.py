@@ -15,11 +15,12 @@ from jobs.states import LIVE_JOB_STATES
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-def quota_problems(name: str, quota: Limit) -> list[str]:
-    """Every reason ``name`` may not have the guaranteed ``quota``; empty when it may."""
+def quota_problems(name: str, quota: Limit, pk: int | None = None) -> list[str]:
+    """Every reason the virtual cluster ``pk`` (None: new), named ``name``, may not have the
+    guaranteed ``quota``; empty when it may."""
     if not NAME.fullmatch(name):
         return [f"name: {name!r} is not 1 to 64 letters, digits, '_' or '-'"]
-    return over_capacity(name, quota)
+    return over_capacity(pk, quota)
 
 
 def delete_problem(vc: VirtualCluster) -> str | None:

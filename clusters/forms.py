@@ -48,7 +48,7 @@ class VirtualClusterForm(forms.ModelForm):
         if self.instance.pk and name != self.instance.name and self.instance.name == "default":
             self.add_error("name", "the default virtual cluster keeps its name")
         quota = Limit(data.get("cpu"), data.get("memory_mb"), data.get("gpus"))
-        for problem in quota_problems(name, quota) if name else []:
+        for problem in quota_problems(name, quota, self.instance.pk) if name else []:
             self.add_error(None, problem)
         return data
 

@@ -89,16 +89,21 @@ def guaranteed_sum(quotas: dict[str, Limit]) -> Resources:
     return total
 
 
-def over_capacity(name: str, quota: Limit, capacity: Limit | None = None) -> list[str]:
-    """Why giving ``name`` the guarantee ``quota`` would take more than the cluster has.
+def over_capacity(pk: int | None, quota: Limit, capacity: Limit | None = None) -> list[str]:
+    """Why giving the virtual cluster ``pk`` (None: a new one) the guarantee ``quota`` would
+    take more than the cluster has; by primary key, so a renamed one is not counted twice.
 
-    Each line says by how much the sum of guaranteed quotas would exceed capacity.
+    Each line says by how much the sum of guaranteed quotas would exceed capacity. A resource
+    a quota leaves unlimited counts as 0: it guarantees nothing, and its jobs are bounded by
+    the cluster's free capacity at admission. Capacity is unknown (nothing checked) only when
+    the backend cannot report it (see ``cluster_capacity``).
     """
     cap = capacity or cluster_capacity()
     if cap.unlimited:
         return []
-    quotas = {vc.name: quota_of(vc) for vc in VirtualCluster.objects.exclude(name=name)}
-    quotas[name] = quota
+    others = VirtualCluster.objects.exclude(pk=pk) if pk is not None else VirtualCluster.objects
+    quotas = {str(vc.pk): quota_of(vc) for vc in others.all()}
+    quotas["this"] = quota
     total = guaranteed_sum(quotas)
     problems = []
     pairs: list[tuple[str, int, int]] = [
@@ -106,6 +111,12 @@ def over_capacity(name: str, quota: Limit, capacity: Limit | None = None) -> lis
         ("memoryMB", total.memory_mb, cap.memory_mb or 0),
     ]
     pairs += [(f"gpus.{k}", n, (cap.gpus or {}).get(k, 0)) for k, n in sorted(total.gpus.items())]
+    known = sorted(cap.gpus or {})
+    for kind in sorted(k for k, n in (quota.gpus or {}).items() if n and k not in known):
+        problems.append(
+            f"gpus.{kind}: the cluster has no GPU of type {kind!r} "
+            f"(it has {', '.join(known) or 'no GPUs'})"
+        )
     for what, want, have in pairs:
         if want > have:
             problems.append(

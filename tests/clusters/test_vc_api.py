@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from clusters import capacity
+from clusters.models import VirtualCluster
 from jobs import lifecycle
 from tests.clusters.helpers import cluster, job_text, vc
 
@@ -105,3 +107,75 @@ def test_a_virtual_cluster_with_live_jobs_cannot_be_deleted(admin, alice):
 
 def test_default_cannot_be_deleted(admin):
     assert client_for(admin).delete("/api/v2/virtual-clusters/default").status_code == 409
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"strictFifo": "false"}, "strictFifo"),
+        ({"strictFifo": 0}, "strictFifo"),
+        ({"openToAll": "yes"}, "openToAll"),
+        ({"description": 5}, "description"),
+        ({"resourcesGuaranteed": {"vCores": "4"}}, "resourcesGuaranteed.vCores"),
+        ({"resourcesGuaranteed": {"vCores": 2.5}}, "resourcesGuaranteed.vCores"),
+        ({"resourcesGuaranteed": {"memory": True}}, "resourcesGuaranteed.memory"),
+        ({"resourcesGuaranteed": {"memory": 2**40}}, "resourcesGuaranteed.memory"),
+        ({"resourcesGuaranteed": {"gpuTypes": ["V100"]}}, "resourcesGuaranteed.gpuTypes"),
+        ({"resourcesGuaranteed": {"gpuTypes": {"V100": -1}}}, "resourcesGuaranteed.gpuTypes.V100"),
+        (
+            {"resourcesGuaranteed": {"gpuTypes": {"V100": None}}},
+            "resourcesGuaranteed.gpuTypes.V100",
+        ),
+        ({"resourcesGuaranteed": {"gpuTypes": {"": 1}}}, "resourcesGuaranteed.gpuTypes"),
+        ({"resourcesGuaranteed": {"gpuTypes": {"K80": 1}}}, "gpus.K80"),
+        ({"resourcesGuaranteed": "all"}, "resourcesGuaranteed"),
+    ],
+)
+def test_a_put_with_a_field_of_the_wrong_kind_is_400_naming_it_and_changes_nothing(
+    admin, body, field
+):
+    cluster(cpu=8, gpus={"V100": 4})
+    vc("research", cpu=2, gpus={"V100": 1})
+    response = client_for(admin).put("/api/v2/virtual-clusters/research", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["message"].startswith(f"{field}:")
+    research = VirtualCluster.objects.get(name="research")
+    assert (research.strict_fifo, research.open_to_all, research.cpu) == (False, False, 2)
+
+
+def test_a_put_body_that_is_not_an_object_is_400(admin):
+    response = client_for(admin).put("/api/v2/virtual-clusters/research", [1], format="json")
+    assert response.status_code == 400 and response.json()["message"].startswith("body:")
+
+
+def test_strict_fifo_can_be_turned_off_again(admin):
+    vc("research", cpu=1, strict_fifo=True)
+    client = client_for(admin)
+    response = client.put("/api/v2/virtual-clusters/research", {"strictFifo": False}, format="json")
+    assert response.status_code == 200 and response.json()["strictFifo"] is False
+
+
+def test_a_put_ignores_the_counts_a_get_returns(admin):
+    cluster(cpu=8)
+    vc("research", cpu=2)
+    client = client_for(admin)
+    body = client.get("/api/v2/virtual-clusters/research").json() | {"description": "team"}
+    response = client.put("/api/v2/virtual-clusters/research", body, format="json")
+    assert response.status_code == 200 and response.json()["description"] == "team"
+
+
+def test_with_no_node_cached_guarantees_are_checked_against_the_backends_capacity(admin, backend):
+    cpus = sum(node.cpu for node in capacity.backend_nodes(backend).values())
+    body = {"resourcesGuaranteed": {"vCores": cpus + 1}}
+    response = client_for(admin).put("/api/v2/virtual-clusters/research", body, format="json")
+    assert response.status_code == 400
+    assert f"1 more than the cluster's {cpus}" in response.json()["message"]
+    assert not VirtualCluster.objects.filter(name="research").exists()
+
+
+def test_a_put_counts_the_virtual_clusters_own_quota_once(admin):
+    cluster(cpu=8)
+    vc("research", cpu=6)
+    body = {"resourcesGuaranteed": {"vCores": 7}}
+    response = client_for(admin).put("/api/v2/virtual-clusters/research", body, format="json")
+    assert response.status_code == 200 and response.json()["quota"]["vCores"] == 7

@@ -104,3 +104,87 @@ def test_the_job_list_and_api_show_why_a_job_waits(client, alice):
     status = client.get("/api/v2/jobs/alice~j").json()["jobStatus"]
     assert status["waitingReason"].startswith("waiting for 4 CPU") and status["queuePosition"] == 1
     assert "Position 1 in the queue" in client.get("/jobs/alice~j/live/").content.decode()
+
+
+def edit_form(**fields: str) -> dict[str, str]:
+    return {"name": "research", "description": "", "cpu": "", "memory_mb": "", "gpus": ""} | fields
+
+
+def test_an_admin_edits_a_virtual_cluster_without_its_own_quota_counted_twice(client, admin):
+    cluster(cpu=8)
+    vc("research", cpu=4)
+    vc("other", cpu=2)
+    client.force_login(admin)
+    response = client.post("/manage/virtual-clusters/research/", edit_form(cpu="6"))
+    assert response.status_code == 302
+    assert VirtualCluster.objects.get(name="research").cpu == 6
+
+
+def test_an_admin_renames_a_virtual_cluster_and_its_quota_is_counted_once(client, admin):
+    cluster(cpu=8)
+    research = vc("research", cpu=6)
+    client.force_login(admin)
+    form = edit_form(name="science", cpu="6", description="renamed")
+    assert client.post("/manage/virtual-clusters/research/", form).status_code == 302
+    research.refresh_from_db()
+    assert (research.name, research.cpu, research.description) == ("science", 6, "renamed")
+    assert not VirtualCluster.objects.filter(name="research").exists()
+
+
+def test_an_edit_beyond_capacity_is_refused_and_nothing_changes(client, admin):
+    cluster(cpu=8)
+    vc("research", cpu=4)
+    vc("other", cpu=2)
+    client.force_login(admin)
+    page = client.post("/manage/virtual-clusters/research/", edit_form(name="r2", cpu="7"))
+    assert "cpu: guaranteed quotas would sum to 9, 1 more than the cluster&#x27;s 8" in (
+        page.content.decode()
+    )
+    assert VirtualCluster.objects.get(name="research").cpu == 4
+
+
+def test_a_gpu_type_the_cluster_lacks_is_named(client, admin):
+    cluster(cpu=8, gpus={"V100": 4})
+    client.force_login(admin)
+    page = client.post("/manage/virtual-clusters/new/", edit_form(gpus='{"K80": 1}'))
+    assert "gpus.K80: the cluster has no GPU of type &#x27;K80&#x27; (it has V100)" in (
+        page.content.decode()
+    )
+    assert not VirtualCluster.objects.filter(name="research").exists()
+
+
+def test_bob_cannot_delete_a_virtual_cluster(client, bob):
+    vc("research", cpu=4)
+    client.force_login(bob)
+    assert client.post("/manage/virtual-clusters/research/delete/").status_code == 403
+    assert VirtualCluster.objects.filter(name="research").exists()
+
+
+def test_an_anonymous_visitor_cannot_delete_a_virtual_cluster(client):
+    vc("research", cpu=4)
+    response = client.post("/manage/virtual-clusters/research/delete/")
+    assert response.status_code == 302 and "/login" in response["Location"]
+    assert VirtualCluster.objects.filter(name="research").exists()
+
+
+def test_bob_cannot_make_himself_an_admin_or_change_alices_access(client, alice, bob):
+    research = vc("research", alice, cpu=4)
+    client.force_login(bob)
+    for who in ("bob", "alice"):
+        form = {"is_active": "on", "is_staff": "on", "virtual_clusters": [research.id]}
+        assert client.post(f"/manage/users/{who}/", form).status_code == 403
+    bob.refresh_from_db()
+    alice.refresh_from_db()
+    assert not bob.is_staff and list(bob.virtual_clusters.all()) == []
+    assert alice.is_active and not alice.is_staff
+    assert list(alice.virtual_clusters.all()) == [research]
+
+
+def test_bob_cannot_edit_a_virtual_cluster_or_create_a_user(client, bob):
+    vc("research", bob, cpu=4)
+    client.force_login(bob)
+    edited = client.post("/manage/virtual-clusters/research/", edit_form(cpu="1"))
+    created = client.post("/manage/users/", {"username": "carol", "password": "carol-secret-pw"})
+    assert (edited.status_code, created.status_code) == (403, 403)
+    assert VirtualCluster.objects.get(name="research").cpu == 4
+    assert not User.objects.filter(username="carol").exists()
