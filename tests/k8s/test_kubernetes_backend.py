@@ -253,12 +253,12 @@ def test_each_node_jobs_may_use_is_listed_with_its_own_capacity(k8s, cluster: Fa
 def test_the_node_table_holds_the_clusters_real_nodes(k8s, cluster: FakeCluster):
     from clusters.capacity import refresh
 
-    cluster.nodes = [
-        node("gpu-1", {"pool": "jobs", "gpu-portal/gpu-type": "A100"}, "32", "128Gi", "8"),
-        node("cpu-1", {"pool": "jobs"}, "8", "16Gi", None),
+    cluster.nodes = [  # bigger than the 64 CPUs and 256 GB every test's cluster has at least
+        node("gpu-1", {"pool": "jobs", "gpu-portal/gpu-type": "A100"}, "96", "512Gi", "8"),
+        node("cpu-1", {"pool": "jobs"}, "128", "300Gi", None),
     ]
     stored = {n.name: (n.cpu, n.memory_mb, n.gpus) for n in refresh(k8s)}
-    assert stored == {"gpu-1": (32, 128 * 1024, {"A100": 8}), "cpu-1": (8, 16 * 1024, {})}
+    assert stored == {"gpu-1": (96, 512 * 1024, {"A100": 8}), "cpu-1": (128, 300 * 1024, {})}
 
 
 # -- pod statuses as the kubelet and the scheduler write them ----------------------------------
