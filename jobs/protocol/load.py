@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.protocol.errors import Issues, ProtocolError, show
+from jobs.protocol.jobenvs import job_env_warnings
 from jobs.protocol.parse import parse_job
 from jobs.protocol.plain import to_plain
 from jobs.protocol.v1 import convert_v1, looks_like_v1
@@ -70,4 +71,5 @@ def _normalise(document: object, sources: dict[str, str] | None = None) -> Loade
         job = check_v2(issues, doc, sources)
         source_format = "v2"
     issues.raise_if_any()
+    warnings += job_env_warnings(job)
     return LoadedJob(job=job, source_format=source_format, warnings=warnings)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusters.backends.base import Placement, StorageMount
+from jobs.protocol.jobenvs import why_skipped
 
 TaskKey = tuple[str, int]
 
@@ -108,9 +109,11 @@ def kill_all_number(protocol: dict[str, Any]) -> int:
 
 def v1_environment(env: dict[str, str], v1: dict[str, Any]) -> dict[str, str]:
     """Seed 003's ``QIZHI_*`` names and the v1 directories and ``jobEnvs``."""
+    # Seeds 002/003: without an outputDir, $PAI_DEFAULT_FS_URI/Output/$jobName.
+    output = v1.get("outputDir") or f"{env['PAI_DEFAULT_FS_URI']}/Output/{env['PAI_JOB_NAME']}"
     extra: dict[str, str] = {
         "PAI_DATA_DIR": str(v1.get("dataDir") or ""),
-        "PAI_OUTPUT_DIR": str(v1.get("outputDir") or ""),
+        "PAI_OUTPUT_DIR": str(output),
         "PAI_CODE_DIR": str(v1.get("codeDir") or ""),
     }
     for name, value in {**env, **extra}.items():
@@ -123,13 +126,14 @@ def v1_environment(env: dict[str, str], v1: dict[str, Any]) -> dict[str, str]:
 
 
 def job_envs(values: object) -> dict[str, str]:
-    """``jobEnvs`` (v1, or ``extras.jobEnvs`` in v2) as variables; other names are skipped."""
+    """``jobEnvs`` (v1, or ``extras.jobEnvs`` in v2) as variables, except names that are not
+    variable names or would replace a ``PAI_*`` / ``QIZHI_*`` one (submission warned)."""
     if not isinstance(values, dict):
         return {}
     return {
         str(name): value if isinstance(value, str) else _json_scalar(value)
         for name, value in values.items()
-        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(name))
+        if why_skipped(str(name)) is None
     }
 
 

@@ -105,6 +105,7 @@ def test_a_v1_job_also_sees_the_qizhi_names_and_its_directories(alice, backend):
                 "cpuNumber": 1,
                 "memoryMB": 128,
                 "gpuNumber": 0,
+                "portList": [{"label": "http", "beginAt": 0, "portNumber": 1}],
                 "command": "env",
             },
         ],
@@ -112,9 +113,18 @@ def test_a_v1_job_also_sees_the_qizhi_names_and_its_directories(alice, backend):
     job = settle(backend, lifecycle.submit(alice, json.dumps(v1)))
     task = Task.objects.get(attempt__job=job)
     env = env_of(backend.read_log(task.backend_ref, "stdout").decode())
+    http = str(task.ports["http"][0])
     for name, value in {
         "QIZHI_JOB_NAME": "env_v1",
         "QIZHI_USER_NAME": "alice",
+        "QIZHI_DEFAULT_FS_URI": "",
+        "QIZHI_CURRENT_TASK_ROLE_CPU_COUNT": "1",
+        "QIZHI_CURRENT_TASK_ROLE_MEM_MB": "128",
+        "QIZHI_CURRENT_TASK_ROLE_GPU_COUNT": "0",
+        "QIZHI_CONTAINER_HOST_IP": task.ip,
+        "QIZHI_CONTAINER_HOST_PORT_LIST": f"http:{http}",
+        "QIZHI_CONTAINER_HOST_http_PORT_LIST": http,
+        "PAI_CONTAINER_HOST_http_PORT_LIST": http,
         "QIZHI_JOB_VC_NAME": "default",
         "QIZHI_DATA_DIR": "/data/in",
         "PAI_DATA_DIR": "/data/in",
@@ -128,10 +138,53 @@ def test_a_v1_job_also_sees_the_qizhi_names_and_its_directories(alice, backend):
         "QIZHI_JOB_TASK_COUNT": "1",
         "QIZHI_JOB_TASK_ROLE_COUNT": "1",
         "QIZHI_JOB_TASK_ROLE_LIST": "taskrole_1",
-        "QIZHI_TASK_ROLE_taskrole_1_HOST_LIST": task.ip,
+        "QIZHI_TASK_ROLE_taskrole_1_HOST_LIST": f"{task.ip}:{http}",
         "QIZHI_KILL_ALL_ON_COMPLETED_TASK_NUM": "1",
         "PAI_KILL_ALL_ON_COMPLETED_TASK_NUM": "1",
         "QIZHI_WORK_DIR": str(backend.root / task.backend_ref),
+        "MODE": "fast",
+    }.items():
+        assert env.get(name) == value, name
+
+
+def test_a_v1_job_without_an_output_dir_gets_the_default_and_jobenvs_replace_no_system_name(
+    alice, backend
+):
+    import json
+
+    v1 = {
+        "jobName": "env_v1_default",
+        "image": "python:3.11",
+        "jobEnvs": {"PAI_JOB_NAME": "mine", "QIZHI_USER_NAME": "mallory", "MODE": "fast"},
+        "extras": {"jobEnvs": {"PAI_OUTPUT_DIR": "/elsewhere"}},
+        "taskRoles": [
+            {
+                "name": "main",
+                "taskNumber": 1,
+                "cpuNumber": 1,
+                "memoryMB": 128,
+                "gpuNumber": 0,
+                "command": "env",
+            },
+        ],
+    }
+    job = lifecycle.submit(alice, json.dumps(v1))
+    warnings = list(job.events.filter(kind="warning").values_list("message", flat=True))
+    assert [w.split(":")[0] for w in warnings] == [
+        "extras.jobEnvs.PAI_OUTPUT_DIR",
+        "jobEnvs.PAI_JOB_NAME",
+        "jobEnvs.QIZHI_USER_NAME",
+    ]
+    assert "may not be replaced" in warnings[0]
+    settle(backend, job)
+    env = env_of(
+        backend.read_log(Task.objects.get(attempt__job=job).backend_ref, "stdout").decode()
+    )
+    for name, value in {
+        "PAI_OUTPUT_DIR": "/Output/env_v1_default",  # $PAI_DEFAULT_FS_URI is empty here
+        "QIZHI_OUTPUT_DIR": "/Output/env_v1_default",
+        "PAI_JOB_NAME": "env_v1_default",
+        "QIZHI_USER_NAME": "alice",
         "MODE": "fast",
     }.items():
         assert env.get(name) == value, name
