@@ -45,6 +45,7 @@ def kubernetes_backend() -> Backend:
         port_base=settings.K8S_PORT_BASE,
         termination_grace_seconds=settings.K8S_STOP_GRACE_SECONDS,
         allow_host_path_storage=settings.K8S_ALLOW_HOST_PATH_STORAGE,
+        image_pull_timeout_seconds=settings.K8S_IMAGE_PULL_TIMEOUT_SECONDS,
     )
     retry = RetryPolicy(
         attempts=settings.K8S_API_ATTEMPTS,

@@ -199,3 +199,5 @@ K8S_API_BACKOFF_CAP_SECONDS = env_float("K8S_API_BACKOFF_CAP_SECONDS", 5.0)
 K8S_KEEP_FINISHED_HOURS = env_int("K8S_KEEP_FINISHED_HOURS", 24, minimum=0)
 # local-dir storages become hostPath volumes only when an admin allows it.
 K8S_ALLOW_HOST_PATH_STORAGE = env_bool("K8S_ALLOW_HOST_PATH_STORAGE", False)
+# An image pull that keeps failing (ErrImagePull, ImagePullBackOff) fails its task after this.
+K8S_IMAGE_PULL_TIMEOUT_SECONDS = env_int("K8S_IMAGE_PULL_TIMEOUT_SECONDS", 300, minimum=0)

@@ -54,6 +54,7 @@ class K8sOptions:
     port_base: int = 20000
     termination_grace_seconds: int = 10
     allow_host_path_storage: bool = False  # mount local-dir storages as hostPath volumes
+    image_pull_timeout_seconds: int = 300  # a failing image pull fails the task after this
 
 
 class LaunchRefused(ValueError):

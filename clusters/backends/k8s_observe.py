@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -25,7 +25,16 @@ WAITING_REASONS = {
 }
 
 
-def observe_pod(ref: str, pod: Pod) -> Observation:
+# Image pulls that fail: a task whose pull keeps failing longer than the image pull timeout
+# fails (missing registry credentials must not leave a job pending for ever); a name that can
+# never be pulled fails at once.
+PULL_ERRORS = {"ErrImagePull", "ImagePullBackOff"}
+PULL_HOPELESS = {"InvalidImageName"}
+
+
+def observe_pod(
+    ref: str, pod: Pod, image_pull_timeout: float = 300, now: datetime | None = None
+) -> Observation:
     status = pod.get("status") or {}
     phase = status.get("phase") or "Pending"
     node = (pod.get("spec") or {}).get("nodeName") or ""
@@ -40,7 +49,39 @@ def observe_pod(ref: str, pod: Pod) -> Observation:
         return _finished(ref, pod, phase, node)
     if phase == "Unknown":
         return Observation(ref, TaskPhase.PENDING, node=node, diagnostics=_unknown(status))
+    now = now or datetime.now(UTC)
+    failed = pull_failure(pod, image_pull_timeout, now)
+    if failed:
+        return Observation(ref, TaskPhase.FAILED, node=node, diagnostics=failed, finished_at=now)
     return Observation(ref, TaskPhase.PENDING, node=node, diagnostics=pending_reason(pod))
+
+
+def pull_failure(pod: Pod, timeout: float, now: datetime) -> str:
+    """The kubelet's diagnostics when the pod's image pull has failed for good: at once for a
+    name that can never be pulled, else once the pull has kept failing for more than
+    ``timeout`` seconds since the kubelet took the pod (``status.startTime``, which is before
+    the first pull; it is the pod's own record, so a portal restart changes nothing). "" while
+    the pod may still start."""
+    status = pod.get("status") or {}
+    waiting = (_main_container(status).get("state") or {}).get("waiting") or {}
+    reason = waiting.get("reason") or ""
+    if reason not in PULL_ERRORS | PULL_HOPELESS:
+        return ""
+    text = f"{reason}: {waiting.get('message') or 'the image could not be pulled'}"
+    if reason in PULL_HOPELESS:
+        return text
+    since = _time(status.get("startTime")) or _scheduled_at(status)
+    since = since or _time((pod.get("metadata") or {}).get("creationTimestamp"))
+    if since is None or (now - since).total_seconds() <= timeout:
+        return ""
+    return f"{text} (the image pull kept failing for {int((now - since).total_seconds())}s)"
+
+
+def _scheduled_at(status: dict[str, Any]) -> datetime | None:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            return _time(condition.get("lastTransitionTime"))
+    return None
 
 
 def pending_reason(pod: Pod) -> str:

@@ -132,10 +132,29 @@ class KubernetesBackend:
             return {}
         pods = self.list_pods()
         seen = {}
+        now = datetime.now(UTC)
+        timeout = self.options.image_pull_timeout_seconds
         for ref in refs:
-            pod = pods.get(ref.rpartition("/")[2])
-            seen[ref] = observe_pod(ref, pod) if pod else Observation(ref, TaskPhase.GONE)
+            name = ref.rpartition("/")[2]
+            pod = pods.get(name)
+            if pod is None:
+                seen[ref] = Observation(ref, TaskPhase.GONE)
+                continue
+            seen[ref] = observe_pod(ref, pod, timeout, now)
+            if (
+                seen[ref].phase == TaskPhase.FAILED
+                and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+            ):
+                self._give_up(name)
         return seen
+
+    def _give_up(self, name: str) -> None:
+        """Delete a pending pod whose task failed (its image never came), so that it holds
+        no node's resources while the job retries or ends; a failure here is only logged."""
+        try:
+            self._delete("pod", name)
+        except Exception as exc:
+            log.warning("could not delete the failed pod %s: %s", name, describe(exc))
 
     def stop(self, refs: list[str]) -> None:
         """Delete the attempts of ``refs`` (the lifecycle stops an attempt's tasks together),

@@ -229,3 +229,56 @@ def test_a_create_the_api_server_finds_invalid_fails_the_tasks_with_its_reason(
     task = tasks_of(job)["worker-0"]
     assert task.state == TaskState.FAILED
     assert task.diagnostics.startswith("could not start: (422)")
+
+
+# -- an image that never comes fails its task, with the kubelet's words ------------------------
+
+
+def pull_error(reason: str, message: str, minutes_ago: int) -> dict[str, object]:
+    from datetime import UTC, datetime, timedelta
+
+    from test_kubernetes_backend import waiting
+
+    status = waiting(reason, message)
+    started = datetime.now(UTC) - timedelta(minutes=minutes_ago)
+    status["startTime"] = started.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return status
+
+
+DENIED = (
+    'failed to pull and unpack image "registry.example.com/private:1": pull access denied, '
+    "repository does not exist or may require authorization"
+)
+
+
+def test_an_image_pull_failing_past_the_timeout_fails_the_task(alice, k8s, cluster: FakeCluster):
+    job = lifecycle.submit(alice, JOB)
+    run_pass(k8s)
+    tasks = tasks_of(job)
+    worker, ps = pod_of(tasks["worker-0"]), pod_of(tasks["ps_server-0"])
+    cluster.set_status(ps, pull_error("ImagePullBackOff", DENIED, minutes_ago=1))
+    cluster.set_status(worker, pull_error("ErrImagePull", DENIED, minutes_ago=6))
+    run_pass(k8s)
+    tasks = tasks_of(job)
+    waiting_one, failed = tasks["ps_server-0"], tasks["worker-0"]
+    assert waiting_one.state == TaskState.WAITING  # within K8S_IMAGE_PULL_TIMEOUT_SECONDS
+    assert waiting_one.diagnostics.startswith("ImagePullBackOff: failed to pull")
+    assert failed.state == TaskState.FAILED
+    assert failed.exit_spec["id"] == "image-pull"
+    assert failed.diagnostics.startswith(f"Image pull failure: ErrImagePull: {DENIED}")
+    assert worker not in cluster.pods()  # it holds no node's resources any more
+    from jobs.api.serializers import task_status  # the API's view of it
+
+    assert DENIED in task_status(failed)["containerExitDiagnostics"]
+
+
+def test_an_invalid_image_name_fails_the_task_at_once(alice, k8s, cluster: FakeCluster):
+    job = lifecycle.submit(alice, JOB)
+    run_pass(k8s)
+    worker = pod_of(tasks_of(job)["worker-1"])
+    message = 'Failed to apply default image tag "Python:3.11": invalid reference format'
+    cluster.set_status(worker, pull_error("InvalidImageName", message, minutes_ago=0))
+    run_pass(k8s)
+    task = tasks_of(job)["worker-1"]
+    assert (task.state, task.exit_spec["id"]) == (TaskState.FAILED, "image-pull")
+    assert message in task.diagnostics

@@ -41,3 +41,14 @@ def test_a_bad_node_selector_is_refused_with_its_name(settings):
     settings.K8S_NODE_SELECTOR = ["pool"]
     with pytest.raises(ValueError, match="K8S_NODE_SELECTOR"):
         registry.get_backend()
+
+
+def test_the_image_pull_timeout_comes_from_its_setting(
+    settings, tmp_path: Path, apiserver: tuple[str, FakeCluster]
+):
+    settings.CLUSTER_BACKEND = "kubernetes"
+    settings.K8S_KUBECONFIG = str(kubeconfig(tmp_path / "config", apiserver[0]))
+    settings.K8S_IMAGE_PULL_TIMEOUT_SECONDS = 42
+    backend = registry.get_backend()
+    assert isinstance(backend, KubernetesBackend)
+    assert backend.options.image_pull_timeout_seconds == 42
