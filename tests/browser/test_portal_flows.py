@@ -3,11 +3,11 @@ SSH key), read a failure, and another user who finds nothing of it."""
 
 from __future__ import annotations
 
-import re
 import textwrap
 
 import pytest
 
+from jobs.models import Job
 from tests.browser.test_submit_and_watch import log_in
 
 pytestmark = pytest.mark.browser
@@ -46,20 +46,21 @@ def test_a_job_built_with_the_form_runs_to_success_live(portal_url, browser_page
     page.click("#tab-form")
     page.fill("#f-name", "from_form")
     page.fill("input[name=role-0-name]", "learner")
-    page.fill("textarea[name=role-0-commands]", "echo role=$PAI_CURRENT_TASK_ROLE_NAME")
+    page.fill("textarea[name=role-0-commands]", "sleep 3\necho role=$PAI_CURRENT_TASK_ROLE_NAME")
     page.click("#add-role")
     page.locator("#roles .role").nth(1).locator("input[name$=-name]").fill("helper")
-    page.locator("#roles .role").nth(1).locator("textarea").fill("echo helping")
+    page.locator("#roles .role").nth(1).locator("textarea").fill("echo helping\nsleep 60")
     page.click("#submit-form")
     page.wait_for_url(f"{portal_url}/jobs/alice~from_form/")
     page.evaluate("window.stillTheSamePage = true")
+    page.locator("#live .summary .state", has_text="RUNNING").wait_for()
     page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
     assert page.evaluate("window.stillTheSamePage") is True
     assert "role=learner" in page.locator("#live .logs").inner_text()
-    # The learner's success completes the job (OpenPAI's minSucceededInstances); the helper
-    # either succeeded by then or is stopped: the page shows whichever, without a reload.
-    helper = page.locator("#task-helper-0 .state", has_text=re.compile("^(SUCCEEDED|STOPPED)$"))
-    helper.wait_for()
+    # The learner's success completes the job (OpenPAI's minSucceededInstances); the helper,
+    # still sleeping, is stopped: the page shows it, without a reload.
+    page.locator("#task-helper-0 .state", has_text="STOPPED").wait_for()
+    assert page.evaluate("window.stillTheSamePage") is True
 
 
 def test_switching_from_form_to_text_keeps_the_job(portal_url, browser_page, alice):
@@ -73,6 +74,50 @@ def test_switching_from_form_to_text_keeps_the_job(portal_url, browser_page, ali
     page.locator("#valid").wait_for()
     assert "name: switched" in page.input_value("#id_text")
     assert "echo kept" in page.input_value("#id_text")
+    assert page.locator("#pane-text").is_visible()
+
+
+def test_switching_from_text_to_form_fills_the_form(portal_url, browser_page, alice):
+    page = browser_page
+    log_in(page, portal_url, "alice", "alice-secret-pw")
+    page.goto(f"{portal_url}/jobs/submit/")
+    page.fill("#id_text", job("pasted", "echo from text", SSH))
+    page.click("#to-form")
+    page.locator("#pane-form #f-name").wait_for()
+    assert page.locator("#pane-form").is_visible() and not page.locator("#pane-text").is_visible()
+    assert page.input_value("#f-name") == "pasted"
+    assert page.input_value("#f-image") == "python"
+    assert page.input_value("input[name=role-0-name]") == "trainer"
+    assert page.input_value("input[name=role-0-ports]") == "http:1 ssh:1"
+    assert page.input_value("textarea[name=role-0-commands]") == "echo from text"
+    assert page.is_checked("input[name=ssh]")
+    page.click("#add-role")  # the filled form is a working form
+    assert page.locator("#roles .role").count() == 2
+    page.locator("#roles .role").nth(1).locator(".remove-role").click()
+    page.click("#submit-form")
+    page.wait_for_url(f"{portal_url}/jobs/alice~pasted/")
+
+
+def test_text_the_form_cannot_show_stays_in_text(portal_url, browser_page, alice):
+    page = browser_page
+    log_in(page, portal_url, "alice", "alice-secret-pw")
+    page.goto(f"{portal_url}/jobs/submit/")
+    text = job("called", "echo hi").replace(
+        "prerequisites: [{name: img, type: dockerimage, uri: python}]",
+        "prerequisites: [{name: img, type: dockerimage, uri: python}, {name: fetch, "
+        "type: script, plugin: com.microsoft.pai.runtimeplugin.cmd, "
+        "callbacks: [{event: containerStart, commands: [echo fetched]}]}]",
+    )
+    page.fill("#id_text", text)
+    page.click("#to-form")
+    refused = page.locator("#to-form-refused")
+    refused.wait_for()
+    assert "prerequisites callbacks the form cannot show: fetch (script)" in refused.inner_text()
+    assert page.locator("#pane-text").is_visible() and page.input_value("#id_text") == text
+    page.fill("#id_text", job("typo", "echo hi").replace("cpu: 1", "cpu: lots"))
+    page.click("#to-form")
+    page.locator("#to-form-refused", has_text="line 9").wait_for()
+    assert "resourcePerInstance.cpu" in page.locator("#to-form-refused").inner_text()
     assert page.locator("#pane-text").is_visible()
 
 
@@ -90,14 +135,17 @@ def test_the_editor_shows_errors_at_their_line_as_you_type(portal_url, browser_p
 def test_an_uploaded_file_runs_to_success_live(portal_url, browser_page, alice, tmp_path):
     page = browser_page
     path = tmp_path / "upload.yaml"
-    path.write_text(job("uploaded", "echo from a file"))
+    path.write_text(job("uploaded", "sleep 3 && echo from a file"))
     log_in(page, portal_url, "alice", "alice-secret-pw")
     page.goto(f"{portal_url}/jobs/submit/")
     page.click("#tab-file")
     page.set_input_files("#id_file", str(path))
     page.click("#upload-form button[type=submit]")
     page.wait_for_url(f"{portal_url}/jobs/alice~uploaded/")
+    page.evaluate("window.stillTheSamePage = true")
+    page.locator("#live .summary .state", has_text="RUNNING").wait_for()
     page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
+    assert page.evaluate("window.stillTheSamePage") is True
     assert "from a file" in page.locator("#live .logs").inner_text()
 
 
@@ -132,10 +180,11 @@ def test_the_owner_downloads_the_ssh_key_from_the_ssh_panel(portal_url, browser_
 def test_a_failed_job_shows_its_reason(portal_url, browser_page, alice):
     page = browser_page
     log_in(page, portal_url, "alice", "alice-secret-pw")
-    submit_text(page, portal_url, job("broken", "exit 3"))
+    submit_text(page, portal_url, job("broken", "exit 2"))
     page.locator("#live .summary .state", has_text="FAILED").wait_for()
-    assert page.locator("#reason").inner_text().strip()
-    assert "3" in page.locator("#task-trainer-0 .exit").inner_text()
+    reason = page.locator("#reason").inner_text()
+    assert "task role 'trainer'" in reason and "exited with code 2" in reason
+    assert page.locator("#task-trainer-0 .exit-phrase").inner_text() == "Failed with exit code 2"
 
 
 def test_another_user_finds_nothing_of_my_job(portal_url, browser_page, alice, bob):
@@ -145,20 +194,20 @@ def test_another_user_finds_nothing_of_my_job(portal_url, browser_page, alice, b
     page.locator("#ssh .ssh-command").first.wait_for()
     terminal = page.locator("#task-trainer-0 .terminal-link").get_attribute("href")
     task_id = terminal.rstrip("/").split("/")[-2]
+    job_id = Job.objects.get(name="private").id
     page.context.clear_cookies()
     log_in(page, portal_url, "bob", "bob-secret-pw")
     base = f"{portal_url}/jobs/alice~private"
     for path in ("/", "/logs/0/trainer-0/stdout/", "/logs/0/trainer-0/stdout/view/", "/ssh-key/"):
         assert page.goto(base + path).status == 404, path
     assert page.goto(portal_url + terminal).status == 404
-    assert page.request.get(f"{portal_url}/api/v2/jobs/alice~private").status == 404
-    code = page.evaluate(
-        """(path) => new Promise((done) => {
+    api = f"{portal_url}/api/v2/jobs/alice~private"
+    for path in ("", "/ssh", "/attempts/0/tasks/trainer-0/logs/stdout"):
+        assert page.request.get(api + path).status == 404, path
+    close_code = """(path) => new Promise((done) => {
             const socket = new WebSocket("ws://" + location.host + path);
-            socket.onopen = () => {};
             socket.onclose = (event) => done(event.code);
-        })""",
-        f"/ws/tasks/{task_id}/terminal/",
-    )
-    assert code != 1000
+        })"""
+    assert page.evaluate(close_code, f"/ws/jobs/{job_id}/") == 4404
+    assert page.evaluate(close_code, f"/ws/tasks/{task_id}/terminal/") == 4404
     assert page.evaluate("document.body.innerText").strip()
