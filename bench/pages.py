@@ -1,6 +1,9 @@
 """Server time of the job list and the job page with 100,000 jobs and 1,000,000 tasks.
 
-Makes a fresh PostgreSQL database ``bench_pages`` (at ``BENCH_PG``, default the local one),
+Pages: the list (own jobs, all jobs, a far page, by state, by keyword), the job page, and the
+job page's live part (``/live/``, what every WebSocket news of the job makes the page fetch).
+Makes a fresh PostgreSQL database ``bench_pages`` (``BENCH_DB``; at ``BENCH_PG``, default the
+local one); ``BENCH_JOBS`` and ``BENCH_ROUNDS`` make a quick, small run for a check,
 fills it (jobs with ``bulk_create`` in batches, attempts and tasks with ``INSERT ... SELECT
 generate_series``), then times pages through Django's test Client in this process: median and
 p99 over ``BENCH_ROUNDS`` requests (default 200) and the queries each page makes, which must not
@@ -23,15 +26,16 @@ TASKS_PER_JOB = 10
 USERS = 50
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "200"))
 BATCH = 5000
+DB = os.environ.get("BENCH_DB", "bench_pages")
 
 sys.path.insert(0, str(ROOT))
-os.environ["DATABASE_URL"] = f"{PG}/bench_pages"
+os.environ["DATABASE_URL"] = f"{PG}/{DB}"
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 
 def fresh_database() -> None:
-    for sql in ("DROP DATABASE IF EXISTS bench_pages", "CREATE DATABASE bench_pages"):
+    for sql in (f"DROP DATABASE IF EXISTS {DB}", f"CREATE DATABASE {DB}"):
         subprocess.run(["psql", f"{PG}/postgres", "-qc", sql], check=True)
 
 
@@ -139,6 +143,8 @@ def main() -> None:
     user = User.objects.get(username="user07")
     newest_of_user07 = (JOBS - 1) - (JOBS - 1 - 7) % USERS  # jobs go to users in turn
     admin = User.objects.create_user("boss", is_staff=True)
+    job_page = f"/jobs/user07~job{newest_of_user07:06d}/"
+    few = f"job{JOBS // 2:06d}"[:-1]  # ten jobs' names hold it
     medians = []
     for who, label in ((user, "user07"), (admin, "admin")):
         client = Client()
@@ -148,7 +154,10 @@ def main() -> None:
             f"list, {label}, all jobs, 100 a page": "/jobs/?user=&size=100",
             f"list, {label}, all jobs, page 40": "/jobs/?user=&page=40",
             f"list, {label}, RUNNING, by name": "/jobs/?user=&state=RUNNING&sort=name",
-            f"job page, {label}, 10 tasks": f"/jobs/user07~job{newest_of_user07:06d}/",
+            f"list, {label}, keyword, a few jobs": f"/jobs/?user=&q={few}",
+            f"list, {label}, keyword, many jobs": "/jobs/?user=&q=job0",
+            f"job page, {label}, 10 tasks": f"{job_page}",
+            f"job page live part, {label}, 10 tasks": f"{job_page}live/",
         }
         for name, path in pages.items():
             medians.append(report(name, *timed(client, path)))
@@ -156,7 +165,7 @@ def main() -> None:
     client.force_login(user)
     counts = [timed(client, f"/jobs/?user=&size={size}")[1] for size in (25, 50, 100)]
     print(f"queries per list page at 25/50/100 a page: {counts[0]}/{counts[1]}/{counts[2]}")
-    print(f"job list and job page, worst median: {max(medians):.1f} ms")
+    print(f"job list, job page and live part, worst median: {max(medians):.1f} ms")
 
 
 if __name__ == "__main__":
