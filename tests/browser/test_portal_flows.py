@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from jobs.models import Job
+from jobs.models import Job, Task
 from tests.browser.test_submit_and_watch import log_in
 
 pytestmark = pytest.mark.browser
@@ -162,6 +162,16 @@ def test_a_terminal_into_a_running_task_has_its_environment(portal_url, browser_
         for (let i = 0; i < b.length; i++) text += b.getLine(i).translateToString(true) + "\\n";
         return text.includes("role=trainer"); }"""
     )
+
+
+def test_a_terminal_into_an_ended_task_says_it_is_not_available(portal_url, browser_page, alice):
+    page = browser_page
+    log_in(page, portal_url, "alice", "alice-secret-pw")
+    submit_text(page, portal_url, job("ended", "echo done"))
+    page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
+    task = Task.objects.get(attempt__job__name="ended")
+    page.goto(f"{portal_url}/jobs/alice~ended/tasks/{task.id}/terminal/")
+    page.locator("#terminal-status", has_text="not available").wait_for()
 
 
 def test_the_owner_downloads_the_ssh_key_from_the_ssh_panel(portal_url, browser_page, alice):
