@@ -1,7 +1,8 @@
 """The bootstrap script of one task: pure ``/bin/sh``, the same on every backend.
 
 Order of work: environment; barrier (every ``PAI_HOST_IP_*`` known, re-reading ``peers.env``
-in the working directory when a backend writes one, until a timeout: exit 201); the task's
+in the working directory when a backend writes one, and every one that is a name resolving,
+until a timeout: exit 201); the task's
 secret files (``task_files``: copied from ``$PAI_FILES_DIR`` where the backend mounts them
 there); plugins (ssh, storage: exit 203 when one cannot be set up; the ssh plugin also starts
 the image's sshd, if it has one, on the task's ``ssh`` port: ``jobs.runtime.ssh``);
@@ -42,14 +43,31 @@ portal_code=0
 portal_step=""
 """
 
-BARRIER = """portal_barrier() {
+# A peer's address is an IP (local) or, on Kubernetes, a DNS name that resolves only once its
+# pod has an IP (the headless Service publishes not-ready addresses): the barrier waits for
+# every address to be set and every name to resolve (getent, else nslookup, else it trusts it).
+BARRIER = """portal_resolves() {
+  case "$1" in
+    *:*) return 0 ;;
+    *[!0-9.]*) ;;
+    *) return 0 ;;
+  esac
+  if command -v getent >/dev/null 2>&1; then getent hosts "$1" >/dev/null 2>&1
+  elif command -v nslookup >/dev/null 2>&1; then nslookup "$1" >/dev/null 2>&1
+  fi
+}
+portal_barrier() {
   portal_waited=0
   while :; do
     if [ -f "$PAI_WORK_DIR/peers.env" ]; then . "$PAI_WORK_DIR/peers.env"; fi
     portal_missing=""
     for portal_var in %(names)s; do
       eval "portal_value=\\${$portal_var:-}"
-      [ -n "$portal_value" ] || portal_missing="$portal_missing $portal_var"
+      if [ -z "$portal_value" ]; then
+        portal_missing="$portal_missing $portal_var"
+      elif ! portal_resolves "$portal_value"; then
+        portal_missing="$portal_missing $portal_var ($portal_value does not resolve)"
+      fi
     done
     [ -z "$portal_missing" ] && return 0
     if [ "$portal_waited" -ge %(timeout)d ]; then
