@@ -56,3 +56,13 @@ def test_the_role_grants_only_what_the_backend_uses():
     assert ("pods", "deletecollection") in granted
     assert ("pods/exec", "create") in granted
     assert not any(verb in ("*", "update", "watch") for _, verb in granted)
+
+
+def test_the_cluster_role_binding_names_the_namespace_the_readme_installs_into():
+    readme = (DEPLOY.parents[1] / "README.md").read_text()
+    (binding,) = (doc for doc in deploy_documents() if doc["kind"] == "ClusterRoleBinding")
+    (subject,) = binding["subjects"]
+    namespace = subject["namespace"]
+    assert f"create a namespace `{namespace}`" in readme
+    assert f"kubectl -n {namespace} apply -f deploy/kubernetes/" in readme
+    assert all("namespace" not in doc["metadata"] for doc in deploy_documents())  # from -n
