@@ -110,11 +110,12 @@ def kill_all_number(protocol: dict[str, Any]) -> int:
 def v1_environment(env: dict[str, str], v1: dict[str, Any]) -> dict[str, str]:
     """Seed 003's ``QIZHI_*`` names and the v1 directories and ``jobEnvs``."""
     # Seeds 002/003: without an outputDir, $PAI_DEFAULT_FS_URI/Output/$jobName.
-    output = v1.get("outputDir") or f"{env['PAI_DEFAULT_FS_URI']}/Output/{env['PAI_JOB_NAME']}"
+    fs_uri = env["PAI_DEFAULT_FS_URI"]
+    output = v1.get("outputDir") or f"{fs_uri}/Output/{env['PAI_JOB_NAME']}"
     extra: dict[str, str] = {
-        "PAI_DATA_DIR": str(v1.get("dataDir") or ""),
-        "PAI_OUTPUT_DIR": str(output),
-        "PAI_CODE_DIR": str(v1.get("codeDir") or ""),
+        "PAI_DATA_DIR": _with_fs_uri(v1.get("dataDir"), fs_uri),
+        "PAI_OUTPUT_DIR": _with_fs_uri(output, fs_uri),
+        "PAI_CODE_DIR": _with_fs_uri(v1.get("codeDir"), fs_uri),
     }
     for name, value in {**env, **extra}.items():
         if name.startswith("PAI_"):
@@ -123,6 +124,17 @@ def v1_environment(env: dict[str, str], v1: dict[str, Any]) -> dict[str, str]:
     extra["QIZHI_JOB_TASK_ROLE_LIST"] = env["PAI_TASK_ROLE_LIST"]
     extra.update(job_envs(v1.get("jobEnvs")))
     return extra
+
+
+_FS_URI_REFERENCE = re.compile(
+    r"\$(?:\{(?:QIZHI|PAI)_DEFAULT_FS_URI\}|(?:QIZHI|PAI)_DEFAULT_FS_URI\b)"
+)
+
+
+def _with_fs_uri(directory: object, fs_uri: str) -> str:
+    """Seed 003's directories are written as ``$QIZHI_DEFAULT_FS_URI/path/...``: the portal
+    expands that one name (the variables hold values, not shell text)."""
+    return _FS_URI_REFERENCE.sub(lambda _: fs_uri, str(directory or ""))
 
 
 def job_envs(values: object) -> dict[str, str]:

@@ -61,3 +61,19 @@ def test_values_are_quoted_in_the_script(monkeypatch):
         JobContext("alice", "j", "default", protocol()), "ps", {"X": "a'b; rm -rf /"}
     )
     assert "export X='a'\"'\"'b; rm -rf /'" in script
+
+
+def test_v1_directories_written_with_the_default_fs_uri_have_it_expanded():
+    from jobs.runtime.env import v1_environment
+
+    env = {"PAI_DEFAULT_FS_URI": "hdfs://nn:9000", "PAI_JOB_NAME": "tf", "PAI_TASK_ROLE_COUNT": "1"}
+    env["PAI_TASK_ROLE_LIST"] = "main"
+    v1 = {
+        "dataDir": "$QIZHI_DEFAULT_FS_URI/path/data",
+        "outputDir": "${PAI_DEFAULT_FS_URI}/path/output",
+        "codeDir": "$QIZHI_DEFAULT_FS_URIX/not/ours",
+    }
+    extra = v1_environment(env, v1)
+    assert extra["PAI_DATA_DIR"] == "hdfs://nn:9000/path/data"
+    assert extra["QIZHI_OUTPUT_DIR"] == "hdfs://nn:9000/path/output"
+    assert extra["PAI_CODE_DIR"] == "$QIZHI_DEFAULT_FS_URIX/not/ours"
