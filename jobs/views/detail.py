@@ -49,18 +49,17 @@ def live_context(request: HttpRequest, job: Job) -> dict[str, object]:
     return context
 
 
-def tail_logs(tasks: list[Task], job: Job | None = None) -> list[Task]:
+def tail_logs(tasks: list[Task], job: Job) -> list[Task]:
     """The last lines of a few tasks' logs (failed ones first, then by role and index), each
     as ``task.log_tail`` with the secrets of ``job`` masked: every refresh reads
     ``2 * LOG_TAIL_TASKS`` logs at most, which on Kubernetes are API calls, however many tasks
     the job has. The others get links only."""
     backend = get_backend()
-    owner = job or Job(protocol={})
     started = [t for t in tasks if t.backend_ref]
     chosen = sorted(started, key=lambda t: t.state != TaskState.FAILED)[:LOG_TAIL_TASKS]
     for task in chosen:
         task.log_tail = {
-            stream: read_task_log(owner, task.backend_ref, stream, LOG_TAIL_BYTES, backend).decode(
+            stream: read_task_log(job, task.backend_ref, stream, LOG_TAIL_BYTES, backend).decode(
                 "utf-8", "replace"
             )
             for stream in STREAMS

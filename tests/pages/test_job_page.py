@@ -114,7 +114,7 @@ def test_the_page_tails_the_logs_of_a_few_tasks_failed_first(monkeypatch):
     tasks = [Task(role="w", index=i, state="RUNNING", backend_ref=f"a/w-{i}") for i in range(12)]
     tasks[10].state = "FAILED"
     tasks.append(Task(role="w", index=12, state="WAITING"))  # not started: no log
-    tailed = detail.tail_logs(tasks)
+    tailed = detail.tail_logs(tasks, Job(protocol={}))
     assert [t.index for t in tailed] == [10, 0, 1, 2, 3, 4, 5, 6]
     assert len(reads) == 2 * detail.LOG_TAIL_TASKS
     assert tailed[0].log_tail == {"stdout": "last line\n", "stderr": "last line\n"}
