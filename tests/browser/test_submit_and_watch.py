@@ -46,12 +46,14 @@ def test_a_pasted_job_is_seen_running_then_succeeding_live(portal_url, browser_p
     page.evaluate("window.stillTheSamePage = true")
 
     page.locator("#task-worker-1 .state", has_text="RUNNING").wait_for()
+    assert page.locator("#stop").is_visible()
     page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
 
     assert page.evaluate("window.stillTheSamePage") is True
     assert page.locator("#task-worker-0 .state").inner_text() == "SUCCEEDED"
     assert "127.0.0.1" in page.locator("#task-worker-0").inner_text()
     assert "hosts=127.0.0.1:" in page.locator("#live .logs").inner_text()
+    assert not page.locator("#stop").is_visible()  # nothing left to stop
 
 
 def test_a_bad_job_shows_its_errors_on_the_page(portal_url, browser_page, alice):
