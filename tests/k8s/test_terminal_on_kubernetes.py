@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from fake_apiserver import FakeCluster
 from test_kubernetes_backend import running
 
@@ -26,7 +26,7 @@ def _terminals_open_on_the_fake_cluster(k8s, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(terminal, "get_backend", lambda: k8s)
 
 
-@sync_to_async
+@database_sync_to_async
 def running_pod(alice, k8s, cluster: FakeCluster) -> Task:
     job = lifecycle.submit(alice, hello_job("term", command="sleep 60"))
     run_pass(k8s)
@@ -69,9 +69,9 @@ async def test_the_terminal_says_so_when_the_pods_task_ends(
     communicator, connected, _ = await open_terminal(await async_client_for(alice), task.id)
     assert connected
     await read_until(communicator, "$ ")
-    job = await sync_to_async(lambda: task.attempt.job)()
-    await sync_to_async(lifecycle.stop)(job, alice)
-    await sync_to_async(settle)(k8s, job)
+    job = await database_sync_to_async(lambda: task.attempt.job)()
+    await database_sync_to_async(lifecycle.stop)(job, alice)
+    await database_sync_to_async(settle)(k8s, job)
     assert "the task has ended" in await read_until(communicator, "the task has ended")
     assert (await communicator.receive_output(timeout=5))["code"] == terminal.ENDED
     await communicator.disconnect()
