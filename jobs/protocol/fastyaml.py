@@ -66,12 +66,7 @@ def load_noting(text: str, loader: yaml.SafeLoader) -> tuple[Any, list[Found] | 
     """``load``'s data, and where it has a resolved value other than a string, boolean, null
     or small int (a float, a date, a big int): the only values ``plain.to_plain`` might change
     or refuse. None instead when to_plain must look at it all (odd keys, nesting, size)."""
-    if ryml is None or None in loader.yaml_implicit_resolvers:
-        raise Unsupported
-    if text.isascii():  # the common case, much faster than isprintable
-        if text.encode("ascii").translate(None, _ASCII_SURE):
-            raise Unsupported
-    elif not text.replace("\n", "").isprintable() and _UNSURE_CHARS.search(text):
+    if ryml is None or None in loader.yaml_implicit_resolvers or not sure_characters(text):
         raise Unsupported
     if (text.startswith("%") or "\n%" in text) and not _only_a_yaml_directive(text):
         raise Unsupported
@@ -100,6 +95,14 @@ def load_noting(text: str, loader: yaml.SafeLoader) -> tuple[Any, list[Found] | 
     data = builder.node(root, kind, 0, "")
     plain = builder.plain and _SIZE(handle) < MAX_PLAIN_NODES
     return data, builder.found if plain else None
+
+
+def sure_characters(text: str) -> bool:
+    """Whether ``text`` has none of the characters YAML parsers read differently (tabs,
+    carriage returns, line breaks of YAML 1.1 only, what PyYAML's reader refuses)."""
+    if text.isascii():  # the common case, much faster than isprintable
+        return not text.encode("ascii").translate(None, _ASCII_SURE)
+    return text.replace("\n", "").isprintable() or not _UNSURE_CHARS.search(text)
 
 
 class _Builder:

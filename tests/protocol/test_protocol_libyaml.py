@@ -1,0 +1,89 @@
+"""What rapidyaml hands back is read by libyaml, which must agree with pure PyYAML: whenever
+both read a text, they read the same data. libyaml is the more lenient of the two in a few
+corners (``{a: n?ull}``: a ``?`` inside a plain scalar in a flow mapping); such a text is
+accepted, as libyaml (the reference implementation) and OpenPAI's js-yaml accept it."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from jobs.protocol import fastyaml, parse
+from jobs.protocol.errors import ProtocolError
+from tests.protocol.test_protocol_fastyaml import STYLES, VALUES, same
+
+pytestmark = pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML built without libyaml")
+CHECK = settings(
+    max_examples=int(__import__("os").environ.get("N", 300)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+EDITS = st.lists(
+    st.tuples(st.integers(min_value=0), st.sampled_from(list(":-?[]{},#&*!|>'\"%@` \t\n\\ax1."))),
+    max_size=4,
+)
+
+
+def load(text: str, loader: type) -> tuple[bool, object]:
+    try:
+        return True, yaml.load(text, Loader=loader)  # noqa: S506 - both are safe loaders
+    except Exception as exc:  # noqa: BLE001 - any refusal counts as one
+        return False, type(exc).__name__
+
+
+def agree(text: str) -> None:
+    if not fastyaml.sure_characters(text):
+        event("has characters the two read differently: left to PyYAML")
+        return
+    read_by_c, c_data = load(text, parse._CLoader)
+    read_by_py, py_data = load(text, parse._Loader)
+    event(f"libyaml read it: {read_by_c}, PyYAML read it: {read_by_py}")
+    if read_by_c and read_by_py:
+        assert same(c_data, py_data), text
+
+
+@pytest.mark.parametrize("style", list(STYLES))
+@CHECK
+@given(value=VALUES)
+def test_libyaml_reads_what_pyyaml_wrote_as_the_pure_loader_does(style, value):
+    agree(yaml.safe_dump(value, **STYLES[style]))
+
+
+@CHECK
+@given(value=VALUES, edits=EDITS, flow=st.booleans())
+def test_on_an_edited_text_libyaml_never_reads_other_data_than_pyyaml(value, edits, flow):
+    text = yaml.safe_dump(value, default_flow_style=flow)
+    for at, char in edits:
+        at %= len(text) + 1
+        text = text[:at] + char + text[at:]
+    agree(text)
+
+
+FLOW_JOB = """protocolVersion: 2
+name: flow
+type: job
+prerequisites: [{name: img, type: dockerimage, uri: python}]
+taskRoles:
+  worker: {instances: 2, dockerImage: img, commands: ["echo {a: b}"],
+           resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0, ports: {http: 1}}}
+"""
+
+
+def test_a_flow_style_job_is_read_by_libyaml_not_the_pure_loader(monkeypatch):
+    used = []
+    real_load = yaml.load
+    monkeypatch.setattr(
+        yaml, "load", lambda text, Loader: used.append(Loader) or real_load(text, Loader)
+    )  # noqa: E501
+    document, syntax = parse.parse_text(FLOW_JOB)
+    assert (used, syntax) == ([parse._CLoader], "yaml")
+    assert document == real_load(FLOW_JOB, Loader=parse._Loader)
+
+
+def test_an_error_is_still_told_in_pyyamls_words_with_its_line_and_column():
+    with pytest.raises(ProtocolError) as caught:
+        parse.parse_text(FLOW_JOB.replace("{http: 1}}}", "{http: 1}}"))
+    assert "YAML syntax error at line" in str(caught.value)
+    assert "column" in str(caught.value)
