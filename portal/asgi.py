@@ -1,23 +1,25 @@
-"""HTTP and WebSocket entry point (daphne)."""
+"""HTTP and WebSocket entry point (daphne). HTTP runs Django's WSGI handler in one thread hop
+per request (``portal.httpapp``); WebSockets go to the Channels consumers."""
 
 from __future__ import annotations
 
 import os
 
-from django.core.asgi import get_asgi_application
+from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-django_asgi_app = get_asgi_application()
+django_http_app = get_wsgi_application()  # sets Django up before the imports below
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from jobs.routing import websocket_urlpatterns  # noqa: E402
+from portal.httpapp import WsgiOverAsgi  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": WsgiOverAsgi(django_http_app),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
