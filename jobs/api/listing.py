@@ -29,24 +29,45 @@ ORDERS = {
 MAX_LIMIT = 1000
 
 
-def job_summary(job: Job) -> dict[str, Any]:
+SUMMARY_FIELDS = (
+    "name",
+    "owner__username",
+    "state",
+    "retries",
+    "created_at",
+    "started_at",
+    "completed_at",
+    "exit_code",
+    "virtual_cluster__name",
+    "gpu_count",
+    "task_count",
+    "reason",
+    "tags",
+)
+
+
+def job_summary(row: dict[str, Any]) -> dict[str, Any]:
+    """OpenPAI's summary of a job from its ``SUMMARY_FIELDS`` (rows, not model instances: a
+    page of a hundred jobs with their owners and virtual clusters built as objects took five
+    times as long as its query)."""
+    state = row["state"]
     return {
         "protocolVersion": "2",
-        "name": job.name,
-        "username": job.owner.username,
-        "state": job.state,
-        "subState": sub_state(job.state),
-        "executionType": "STOP" if job.state in ("STOPPING", "STOPPED") else "START",
-        "retries": job.retries,
-        "createdTime": epoch_ms(job.created_at),
-        "launchedTime": epoch_ms(job.started_at),
-        "completedTime": epoch_ms(job.completed_at),
-        "appExitCode": job.exit_code,
-        "virtualCluster": job.virtual_cluster.name,
-        "totalGpuNumber": job.gpu_count,
-        "totalTaskNumber": job.task_count,
-        "reason": job.reason,
-        "tags": list(job.tags),
+        "name": row["name"],
+        "username": row["owner__username"],
+        "state": state,
+        "subState": sub_state(state),
+        "executionType": "STOP" if state in ("STOPPING", "STOPPED") else "START",
+        "retries": row["retries"],
+        "createdTime": epoch_ms(row["created_at"]),
+        "launchedTime": epoch_ms(row["started_at"]),
+        "completedTime": epoch_ms(row["completed_at"]),
+        "appExitCode": row["exit_code"],
+        "virtualCluster": row["virtual_cluster__name"],
+        "totalGpuNumber": row["gpu_count"],
+        "totalTaskNumber": row["task_count"],
+        "reason": row["reason"],
+        "tags": list(row["tags"]),
     }
 
 
@@ -72,8 +93,7 @@ def tagged(tag: str) -> Q:
 
 def filtered(request: Request) -> QuerySet[Job]:
     params = request.query_params
-    jobs = listable_jobs(request.user).select_related("owner", "virtual_cluster")
-    jobs = jobs.defer("protocol", "submitted_text")
+    jobs = listable_jobs(request.user)
     if params.get("username"):
         jobs = jobs.filter(owner__username__in=params["username"].split(","))
     if params.get("vc"):
@@ -112,7 +132,7 @@ def list_jobs(request: Request) -> Any:
     offset = integer(request.query_params, "offset", 0, 0, 10**9)
     limit = integer(request.query_params, "limit", 100, 1, MAX_LIMIT)
     jobs = ordered(request, filtered(request))
-    page = [job_summary(job) for job in jobs[offset : offset + limit]]
+    page = [job_summary(row) for row in jobs.values(*SUMMARY_FIELDS)[offset : offset + limit]]
     if request.query_params.get("withTotalCount") in ("true", "True", "1"):
         return {"totalCount": jobs.count(), "data": page}
     return page
