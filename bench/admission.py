@@ -52,6 +52,7 @@ class Report:
     def __init__(self) -> None:
         self.admitted = 0
         self.touched_jobs: set[int] = set()
+        self.touched_queues: set[str] = set()
 
 
 def fill(jobs: int) -> None:
@@ -110,8 +111,10 @@ def timed_pass() -> tuple[float, int, int]:
     report = Report()
     with CaptureQueriesContext(connection) as queries:
         began = time.perf_counter()
-        with news.gathered():  # as in a reconcile pass: news sent once per job at the end
+        with news.gathered() as changed:  # as in a reconcile pass: news sent at the end
             admit(PlacingBackend(), report)  # type: ignore[arg-type]
+            changed.jobs.update(report.touched_jobs)
+            changed.queues.update(report.touched_queues)
         took = time.perf_counter() - began
     return took, len(queries), report.admitted
 

@@ -43,6 +43,7 @@ MAX_ADMIT = 100  # jobs started per pass; the rest are told they start in the ne
 class Report(Protocol):
     admitted: int
     touched_jobs: set[int]
+    touched_queues: set[str]
 
 
 def resources_json(r: Resources) -> dict[str, Any]:
@@ -184,7 +185,9 @@ def admit(backend: Backend, report: Report) -> Plan:
             report.touched_jobs.update(job.id for job in started)
         changed = {i: s for i, s in decided.waiting.items() if standing.get(i) != s}
         write_standing(changed)
-        report.touched_jobs.update(changed)  # their pages show the new reason and position
+        # Their pages show the new reason and position: one message per queue that moved.
+        vc_of = {job.id: job.vc for job in waiting}
+        report.touched_queues.update(vc_of[i] for i in changed if i in vc_of)
     return decided
 
 

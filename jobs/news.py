@@ -2,7 +2,9 @@
 
 The database is the source of truth; the channel layer only tells open pages to look again.
 Inside a reconcile pass (``gathered()``) news is collected and sent once per job at the end,
-in one round of sends, instead of once per change.
+in one round of sends, instead of once per change. A waiting job's page also listens to its
+virtual cluster's queue: when positions in a queue move, one message tells every waiting page
+of that queue, instead of one message per waiting job (thousands, in a busy cluster).
 """
 
 from __future__ import annotations
@@ -11,45 +13,61 @@ import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
 log = logging.getLogger(__name__)
-_gathering: ContextVar[set[int] | None] = ContextVar("news_gathering", default=None)
+
+
+@dataclass
+class Gathered:
+    """News to send: jobs that changed, and virtual clusters whose queue moved (by name)."""
+
+    jobs: set[int] = field(default_factory=set)
+    queues: set[str] = field(default_factory=set)
+
+
+_gathering: ContextVar[Gathered | None] = ContextVar("news_gathering", default=None)
 
 
 def group_name(job_id: int) -> str:
     return f"job-{job_id}"
 
 
-def publish(job_ids: Iterable[int]) -> None:
-    ids = sorted(set(job_ids))
+def queue_group_name(vc_name: str) -> str:
+    return f"queue-{vc_name}"  # virtual cluster names are slugs: valid in a group name
+
+
+def publish(job_ids: Iterable[int], queues: Iterable[str] = ()) -> None:
+    sends = [(group_name(i), {"type": "job.changed", "job": i}) for i in sorted(set(job_ids))]
+    sends += [(queue_group_name(q), {"type": "queue.changed"}) for q in sorted(set(queues))]
     layer = get_channel_layer()
-    if layer is None or not ids:
+    if layer is None or not sends:
         return
 
     async def send_all() -> None:
-        for job_id in ids:
-            await layer.group_send(group_name(job_id), {"type": "job.changed", "job": job_id})
+        for group, message in sends:
+            await layer.group_send(group, message)
 
     try:
         async_to_sync(send_all)()
     except Exception:  # news is best effort: a page that misses it catches up on reconnect
-        log.warning("could not publish news of jobs %s", ids[:10], exc_info=True)
+        log.warning("could not publish news to %s", [g for g, _ in sends[:10]], exc_info=True)
 
 
 @contextmanager
-def gathered() -> Iterator[set[int]]:
+def gathered() -> Iterator[Gathered]:
     """Collect the news sent inside the block; send it once, at the end."""
-    ids: set[int] = set()
-    token = _gathering.set(ids)
+    news = Gathered()
+    token = _gathering.set(news)
     try:
-        yield ids
+        yield news
     finally:
         _gathering.reset(token)
-        publish(ids)
+        publish(news.jobs, news.queues)
 
 
 def after_commit(job_id: int, reconcile: bool = False, new: bool = False) -> None:
@@ -57,7 +75,7 @@ def after_commit(job_id: int, reconcile: bool = False, new: bool = False) -> Non
     can be open on it yet), and with ``reconcile`` ask for a reconcile pass."""
     gathering = _gathering.get()
     if gathering is not None and not new:
-        transaction.on_commit(lambda: gathering.add(job_id), robust=True)
+        transaction.on_commit(lambda: gathering.jobs.add(job_id), robust=True)
     elif not new:
         transaction.on_commit(lambda: publish([job_id]), robust=True)
     if reconcile:

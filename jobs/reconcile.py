@@ -55,6 +55,7 @@ class PassReport:
     finished_jobs: int = 0
     skipped: bool = False
     touched_jobs: set[int] = field(default_factory=set)
+    touched_queues: set[str] = field(default_factory=set)  # VCs whose waiting jobs moved
 
 
 WANTED_KEY = "portal:reconcile:wanted"  # set: something changed since the last pass began
@@ -127,7 +128,8 @@ def run_pass(backend: Backend) -> PassReport:
         settle(backend, report)
         settle_orphans(backend, report)
         send_stops(backend)
-        changed.update(report.touched_jobs)
+        changed.jobs.update(report.touched_jobs)
+        changed.queues.update(report.touched_queues)
     cleanup(backend)
     return report
 

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from clusters.admission import admit
 from jobs import lifecycle
 from jobs.models import Job, JobAttempt
-from jobs.news import group_name
+from jobs.news import queue_group_name
 from jobs.reconcile import PassReport, run_pass
 from jobs.states import JobState
 from tests.clusters.helpers import cluster, job_text, vc
@@ -109,7 +109,7 @@ def test_a_job_in_an_unlimited_virtual_cluster_waits_while_the_cluster_is_full(a
     lifecycle.stop(busy, bob)
 
 
-def test_a_waiting_job_whose_position_changes_is_told_and_one_that_stays_is_not(alice, backend):
+def test_a_queue_whose_positions_move_is_told_once_and_one_that_stays_is_not(alice, backend):
     cluster(cpu=8)
     vc("research", alice, cpu=1)
     lifecycle.submit(alice, job_text("runs"), virtual_cluster="research")
@@ -118,13 +118,13 @@ def test_a_waiting_job_whose_position_changes_is_told_and_one_that_stays_is_not(
     assert fresh(last).queue_position == 1
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(group_name(last.id), channel)
+    async_to_sync(layer.group_add)(queue_group_name("research"), channel)
 
     lifecycle.submit(alice, job_text("urgent", priority=5), virtual_cluster="research")
     report = run_pass(backend)
 
-    assert fresh(last).queue_position == 2 and last.id in report.touched_jobs
+    assert fresh(last).queue_position == 2 and report.touched_queues == {"research"}
     message = async_to_sync(asyncio.wait_for)(layer.receive(channel), 5)
-    assert message == {"type": "job.changed", "job": last.id}
-    assert last.id not in run_pass(backend).touched_jobs  # nothing changed: no news
+    assert message == {"type": "queue.changed"}
+    assert run_pass(backend).touched_queues == set()  # nothing changed: no news
     lifecycle.stop(Job.objects.get(name="runs"), alice)

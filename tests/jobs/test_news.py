@@ -6,7 +6,7 @@ import pytest
 from channels.layers import get_channel_layer
 
 from jobs import lifecycle
-from jobs.news import group_name
+from jobs.news import group_name, queue_group_name
 from tests.jobs.websockets import open_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
@@ -34,6 +34,31 @@ async def test_the_owner_hears_of_every_change(job, alice, async_client_for):
     assert connected
     await get_channel_layer().group_send(group_name(job.id), {"type": "job.changed", "job": job.id})
     assert await communicator.receive_json_from(timeout=2) == {"changed": job.id}
+    await communicator.disconnect()
+
+
+async def test_a_waiting_jobs_page_hears_when_its_queue_moves(job, alice, async_client_for):
+    client = await async_client_for(alice)
+    communicator, connected, _ = await connect(client, job.id)
+    assert connected
+    await get_channel_layer().group_send(queue_group_name("default"), {"type": "queue.changed"})
+    assert await communicator.receive_json_from(timeout=2) == {"changed": job.id}
+    await get_channel_layer().group_send(queue_group_name("other"), {"type": "queue.changed"})
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_a_running_jobs_page_does_not_hear_of_its_queue(job, alice, async_client_for):
+    from channels.db import database_sync_to_async
+
+    from jobs.models import Job
+
+    await database_sync_to_async(Job.objects.filter(id=job.id).update)(state="RUNNING")
+    client = await async_client_for(alice)
+    communicator, connected, _ = await connect(client, job.id)
+    assert connected
+    await get_channel_layer().group_send(queue_group_name("default"), {"type": "queue.changed"})
+    assert await communicator.receive_nothing(timeout=0.3)
     await communicator.disconnect()
 
 
