@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import orjson
 from django.db import connection, transaction
-from django.db.models import BooleanField, ExpressionWrapper, Q, TextField
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -71,21 +71,27 @@ def job_fields(protocol: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def default_for(user: Any) -> str:
-    row = DefaultVirtualCluster.objects.filter(user_id=user.pk).values_list(
-        "virtual_cluster__name", flat=True
+def chosen_or_default(user: Any, vc_name: str | None) -> VirtualCluster | None:
+    """The virtual cluster ``vc_name``, or without one the user's default, else ``default``
+    (one query: the user's default sorts before ``default``)."""
+    if vc_name:
+        return VirtualCluster.objects.named(vc_name)
+    mine = DefaultVirtualCluster.objects.filter(user_id=user.pk, virtual_cluster=OuterRef("pk"))
+    found = (
+        VirtualCluster.objects.filter(Q(Exists(mine)) | Q(name=DEFAULT_VIRTUAL_CLUSTER))
+        .order_by(Exists(mine).desc())
+        .first()
     )
-    return row.first() or DEFAULT_VIRTUAL_CLUSTER
+    return found or VirtualCluster.objects.named(DEFAULT_VIRTUAL_CLUSTER)
 
 
 def submit_check(user: Any, protocol: dict[str, Any], vc_name: str | None) -> VirtualCluster:
     """The virtual cluster a job goes to. PermissionError when ``user`` is not a member;
     ValueError when it does not exist or the job could never fit its quota or the cluster's
     capacity (when known), saying by how much."""
-    name = vc_name or default_for(user)
-    vc = VirtualCluster.objects.named(name)
+    vc = chosen_or_default(user, vc_name)
     if vc is None:
-        raise ValueError(f"defaults.virtualCluster: no virtual cluster named {name!r}")
+        raise ValueError(f"defaults.virtualCluster: no virtual cluster named {vc_name!r}")
     if not vc.usable_by(user):
         raise PermissionError(
             f"virtual cluster '{vc.name}': {user.get_username()} is not a member of it"
