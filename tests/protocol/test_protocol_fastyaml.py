@@ -13,8 +13,6 @@ from hypothesis import strategies as st
 
 from jobs.protocol import fastyaml
 
-pytestmark = pytest.mark.skipif(fastyaml.ryml is None, reason="rapidyaml is not installed")
-
 LOADER = yaml.SafeLoader("")  # lends its resolvers and constructors, as parse.py's does
 STYLES = {
     "default": {},
@@ -90,3 +88,9 @@ def test_the_fast_path_answers_for_a_block_style_job_file():
     }
     text = yaml.safe_dump(job, default_flow_style=False)
     assert same(fastyaml.load(text, LOADER), yaml.safe_load(text))
+
+
+def test_the_fast_path_and_libyaml_are_installed():
+    """Both are declared dependencies: without them every job falls back to pure PyYAML."""
+    assert fastyaml.ryml is not None
+    assert yaml.__with_libyaml__

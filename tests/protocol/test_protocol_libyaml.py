@@ -14,7 +14,6 @@ from jobs.protocol import fastyaml, parse
 from jobs.protocol.errors import ProtocolError
 from tests.protocol.test_protocol_fastyaml import STYLES, VALUES, same
 
-pytestmark = pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML built without libyaml")
 CHECK = settings(
     max_examples=int(__import__("os").environ.get("N", 300)),
     deadline=None,
