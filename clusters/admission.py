@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import orjson
 from django.db import connection, transaction
-from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, TextField
+from django.db.models import BooleanField, ExpressionWrapper, Q, Subquery, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -73,16 +73,18 @@ def job_fields(protocol: dict[str, Any]) -> dict[str, Any]:
 
 def chosen_or_default(user: Any, vc_name: str | None) -> VirtualCluster | None:
     """The virtual cluster ``vc_name``, or without one the user's default, else ``default``
-    (one query: the user's default sorts before ``default``)."""
+    (one query: at most those two rows, and of two the user's is the one not named default)."""
     if vc_name:
         return VirtualCluster.objects.named(vc_name)
-    mine = DefaultVirtualCluster.objects.filter(user_id=user.pk, virtual_cluster=OuterRef("pk"))
-    found = (
-        VirtualCluster.objects.filter(Q(Exists(mine)) | Q(name=DEFAULT_VIRTUAL_CLUSTER))
-        .order_by(Exists(mine).desc())
-        .first()
+    mine = DefaultVirtualCluster.objects.filter(user_id=user.pk).values("virtual_cluster_id")
+    rows = list(
+        VirtualCluster.objects.filter(
+            Q(id=Subquery(mine[:1])) | Q(name=DEFAULT_VIRTUAL_CLUSTER)
+        ).order_by()
     )
-    return found or VirtualCluster.objects.named(DEFAULT_VIRTUAL_CLUSTER)
+    if len(rows) == 2:
+        return next(vc for vc in rows if vc.name != DEFAULT_VIRTUAL_CLUSTER)
+    return rows[0] if rows else VirtualCluster.objects.named(DEFAULT_VIRTUAL_CLUSTER)
 
 
 def submit_check(user: Any, protocol: dict[str, Any], vc_name: str | None) -> VirtualCluster:

@@ -46,6 +46,17 @@ def test_a_job_goes_to_the_users_default_virtual_cluster(alice):
     assert lifecycle.submit(alice, job_text("j")).virtual_cluster == research
 
 
+def test_without_a_default_of_their_own_a_user_gets_default_even_after_it_was_deleted(alice, bob):
+    DefaultVirtualCluster.objects.create(user=bob, virtual_cluster=vc("research", bob, cpu=4))
+    VirtualCluster.objects.filter(name="default").delete()
+    assert lifecycle.submit(alice, job_text("j")).virtual_cluster.name == "default"
+    assert lifecycle.submit(alice, job_text("k")).virtual_cluster.name == "default"
+    mine = DefaultVirtualCluster.objects.create(
+        user=alice, virtual_cluster=VirtualCluster.objects.get(name="default")
+    )
+    assert lifecycle.submit(alice, job_text("l")).virtual_cluster == mine.virtual_cluster
+
+
 def test_a_job_larger_than_the_quota_gets_400_saying_by_how_much(alice):
     vc("research", alice, cpu=4, gpus={"V100": 2})
     with pytest.raises(lifecycle.SubmitError) as caught:
