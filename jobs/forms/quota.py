@@ -16,25 +16,29 @@ class VCChoice:
     free: str
 
 
-def amount(quota: int | None, used: int, unit: str) -> str:
-    return f"{unit} unlimited" if quota is None else f"{max(0, quota - used)} {unit}"
+def amount(quota: int | None, used: int, unit: str, total: int | None) -> str:
+    """What the VC has free of one resource; without a quota, what the cluster has in all."""
+    if quota is not None:
+        return f"{max(0, quota - used)} {unit}"
+    return f"{unit}: no quota" + ("" if total is None else f" (cluster: {total})")
 
 
 def vc_choices(user: AbstractBaseUser | AnonymousUser) -> list[VCChoice]:
     names = list(VirtualCluster.objects.usable_by(user).values_list("name", flat=True))
-    views, _capacity = overview(names)
+    views, capacity = overview(names)
     choices = []
     for view in sorted(views, key=lambda v: v.vc.name):
         gpus = view.quota.gpus
         if gpus is None:
-            gpu = "GPU unlimited"
+            total = None if capacity.gpus is None else sum(capacity.gpus.values())
+            gpu = amount(None, 0, "GPU", total)
         else:
             used = sum(view.used.gpus.values())
             gpu = f"{max(0, sum(gpus.values()) - used)} GPU"
         free = ", ".join(
             [
-                amount(view.quota.cpu, view.used.cpu, "CPU"),
-                amount(view.quota.memory_mb, view.used.memory_mb, "MB"),
+                amount(view.quota.cpu, view.used.cpu, "CPU", capacity.cpu),
+                amount(view.quota.memory_mb, view.used.memory_mb, "MB", capacity.memory_mb),
                 gpu,
             ]
         )

@@ -150,3 +150,16 @@ def test_export_downloads_the_config_with_secrets_masked(web, alice):
     exported = yaml.safe_load(response.content)
     assert exported["secrets"] == {"token": "******"}
     assert exported["name"] == "hello"
+
+
+def test_the_form_says_what_a_vc_without_a_quota_may_use_of_the_cluster(alice):
+    from jobs.forms.quota import vc_choices
+    from tests.clusters.helpers import cluster, vc
+
+    cluster(cpu=8, memory_mb=64_000, gpus={"V100": 4})
+    vc("research", alice, cpu=4, memory_mb=8_000, gpus={"V100": 2})
+    choices = {choice.name: choice.free for choice in vc_choices(alice)}
+    assert choices["research"] == "4 CPU, 8000 MB, 2 GPU"
+    assert choices["default"] == (
+        "CPU: no quota (cluster: 8), MB: no quota (cluster: 64000), GPU: no quota (cluster: 4)"
+    )
