@@ -124,3 +124,12 @@ def test_the_backend_saying_oomkilled_or_image_pull_is_explained():
     assert pull is not None and pull.phrase == "Image pull failure"
     assert exitspec.explain(0) is None
     assert exitspec.explain(42).phrase == "Failed with exit code 42"
+
+
+def test_a_429_in_the_tasks_own_log_is_a_remote_rate_limit_not_an_image_pull():
+    log = "Cloning into 'repo'...\nfatal: unable to access: The requested URL returned error: 429\n"
+    explained = exitspec.explain(128, "", log)
+    assert explained.phrase == "Rate limited by a remote server (HTTP 429)"
+    assert explained.lines == ["fatal: unable to access: The requested URL returned error: 429"]
+    docker = "toomanyrequests: You have reached your pull rate limit."
+    assert exitspec.explain(1, "", docker).phrase == "Image pull failure"
