@@ -38,6 +38,15 @@ def running_pod(alice, k8s, cluster: FakeCluster) -> Task:
     return task
 
 
+async def alices_prompt(alice, k8s, cluster: FakeCluster, async_client_for):
+    """A running pod of alice's, and her terminal into it, at its shell's prompt."""
+    task = await running_pod(alice, k8s, cluster)
+    communicator, connected, _ = await open_terminal(await async_client_for(alice), task.id)
+    assert connected
+    await read_until(communicator, "$ ")
+    return task, communicator
+
+
 async def type_line(communicator, line: str) -> None:
     await communicator.send_to(text_data=json.dumps({"type": "input", "data": line + "\r"}))
 
@@ -45,10 +54,7 @@ async def type_line(communicator, line: str) -> None:
 async def test_the_owner_types_in_the_pod_and_the_resize_reaches_it(
     alice, k8s, cluster: FakeCluster, async_client_for
 ):
-    task = await running_pod(alice, k8s, cluster)
-    communicator, connected, _ = await open_terminal(await async_client_for(alice), task.id)
-    assert connected
-    await read_until(communicator, "$ ")
+    task, communicator = await alices_prompt(alice, k8s, cluster, async_client_for)
     await communicator.send_to(text_data=json.dumps({"type": "resize", "cols": 100, "rows": 30}))
     await type_line(communicator, "echo hi")
     assert "echo hi\r\nhi\r\n" in await read_until(communicator, "hi\r\n")
@@ -65,10 +71,7 @@ async def test_the_owner_types_in_the_pod_and_the_resize_reaches_it(
 async def test_the_terminal_says_so_when_the_pods_task_ends(
     alice, k8s, cluster: FakeCluster, async_client_for
 ):
-    task = await running_pod(alice, k8s, cluster)
-    communicator, connected, _ = await open_terminal(await async_client_for(alice), task.id)
-    assert connected
-    await read_until(communicator, "$ ")
+    task, communicator = await alices_prompt(alice, k8s, cluster, async_client_for)
     job = await database_sync_to_async(lambda: task.attempt.job)()
     await database_sync_to_async(lifecycle.stop)(job, alice)
     await database_sync_to_async(settle)(k8s, job)
