@@ -45,6 +45,7 @@ class _OneRequest(WsgiToAsgiInstance):  # type: ignore[misc]
                 body.write(message.get("body", b""))
                 if not message.get("more_body"):
                     break
+            self.body_size = body.tell()
             body.seek(0)
             self.sync_send = AsyncToSync(send)  # only a streaming response sends from the thread
             for message in await self.respond(body):
@@ -59,6 +60,8 @@ class _OneRequest(WsgiToAsgiInstance):  # type: ignore[misc]
                 {"type": "http.response.start", "status": 400, "headers": []},
                 {"type": "http.response.body", "body": b"Bad Request"},
             ]
+        # A chunked request has no Content-Length, and WSGI reads no more than it says.
+        environ.setdefault("CONTENT_LENGTH", str(self.body_size))
         result = self.wsgi_application(environ, self.start_response)
         try:
             if getattr(result, "streaming", False):

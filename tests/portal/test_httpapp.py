@@ -64,6 +64,15 @@ async def test_a_body_sent_in_pieces_reaches_the_view_whole(alice):
     assert json.loads(body["body"])["user"] == "alice"
 
 
+async def test_a_chunked_body_without_a_length_reaches_the_view_whole(alice):
+    credentials = json.dumps({"username": "alice", "password": "alice-secret-pw"}).encode()
+    headers = [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")]
+    request = scope("POST", "/api/v2/authn/basic/login", headers)
+    start, body = await exchange(application, request, credentials[:7], credentials[7:])
+    assert start["status"] == 200
+    assert json.loads(body["body"])["user"] == "alice"
+
+
 async def test_a_streaming_response_is_sent_as_it_comes():
     def wsgi(environ, start_response):
         response = StreamingHttpResponse(iter([b"one ", b"two"]))
