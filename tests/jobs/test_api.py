@@ -9,26 +9,13 @@ from rest_framework.test import APIClient
 
 from jobs.models import Job
 from tests.jobs.helpers import settle
-from tests.jobs.samples import hello_job
+from tests.jobs.samples import hello_job, v1_job
 
 pytestmark = pytest.mark.django_db
 
 HELLO = hello_job()
 
-V1 = {
-    "jobName": "hello_v1",
-    "image": "python:3.11",
-    "taskRoles": [
-        {
-            "name": "main",
-            "taskNumber": 1,
-            "cpuNumber": 1,
-            "memoryMB": 128,
-            "gpuNumber": 0,
-            "command": "echo v1",
-        }
-    ],
-}
+V1 = v1_job("hello_v1", "echo v1")
 
 
 def token_for(username: str, password: str, as_json: bool = False) -> dict:

@@ -10,6 +10,7 @@ from jobs import lifecycle
 from jobs.models import Task
 from jobs.states import JobState
 from tests.jobs.helpers import env_of, settle
+from tests.jobs.samples import v1_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -152,22 +153,12 @@ def test_a_v1_job_without_an_output_dir_gets_the_default_and_jobenvs_replace_no_
 ):
     import json
 
-    v1 = {
-        "jobName": "env_v1_default",
-        "image": "python:3.11",
-        "jobEnvs": {"PAI_JOB_NAME": "mine", "QIZHI_USER_NAME": "mallory", "MODE": "fast"},
-        "extras": {"jobEnvs": {"PAI_OUTPUT_DIR": "/elsewhere"}},
-        "taskRoles": [
-            {
-                "name": "main",
-                "taskNumber": 1,
-                "cpuNumber": 1,
-                "memoryMB": 128,
-                "gpuNumber": 0,
-                "command": "env",
-            },
-        ],
-    }
+    v1 = v1_job(
+        "env_v1_default",
+        "env",
+        jobEnvs={"PAI_JOB_NAME": "mine", "QIZHI_USER_NAME": "mallory", "MODE": "fast"},
+        extras={"jobEnvs": {"PAI_OUTPUT_DIR": "/elsewhere"}},
+    )
     job = lifecycle.submit(alice, json.dumps(v1))
     warnings = list(job.events.filter(kind="warning").values_list("message", flat=True))
     assert [w.split(":")[0] for w in warnings] == [
