@@ -126,7 +126,9 @@ def attempts_of(job: Job, states: list[str]) -> list[JobAttempt]:
     for number, state in enumerate(states):
         key = f"a{job.id}-{number}"
         attempt = JobAttempt.objects.create(job=job, number=number, key=key, state=state)
-        Task.objects.create(attempt=attempt, role="main", index=0, state=state, node=f"n{number}")
+        Task.objects.create(
+            attempt=attempt, role="main", index=0, state=state, node=f"node-{number}"
+        )
         made.append(attempt)
     return made
 
@@ -141,9 +143,9 @@ def test_the_live_part_follows_the_newest_attempt_after_a_retry(web, alice):
     url = live_url(web.get("/jobs/alice~hello/").content.decode())
     assert url == "/jobs/alice~hello/live/"
     JobAttempt.objects.create(job=job, number=1, key=f"a{job.id}-1")  # the job is retried
-    Task.objects.create(attempt=job.attempts.get(number=1), role="main", index=0, node="n1")
+    Task.objects.create(attempt=job.attempts.get(number=1), role="main", index=0, node="node-1")
     live = web.get(url).content.decode()
-    assert 'aria-current="true">1 (running)' in live and "n1" in live and "n0" not in live
+    assert 'aria-current="true">1 (running)' in live and "node-1" in live and "node-0" not in live
 
 
 def test_an_attempt_chosen_in_the_selector_stays_shown(web, alice):
@@ -154,10 +156,12 @@ def test_an_attempt_chosen_in_the_selector_stays_shown(web, alice):
     assert 'href="?attempt=0"' in page and 'aria-current="true">2 (running)' in page
     chosen = web.get("/jobs/alice~hello/?attempt=0").content.decode()
     assert live_url(chosen) == "/jobs/alice~hello/live/?attempt=0"
-    assert 'aria-current="true">0 (failed)' in chosen and "n0" in chosen and "n2" not in chosen
+    assert (
+        'aria-current="true">0 (failed)' in chosen and "node-0" in chosen and "node-2" not in chosen
+    )
     assert 'id="follow-latest"' in chosen and 'href="?attempt=2" id="follow-latest"' in chosen
     live = web.get(live_url(chosen)).content.decode()
-    assert "n0" in live and "n2" not in live
+    assert "node-0" in live and "node-2" not in live
 
 
 def test_choosing_the_latest_attempt_follows_later_ones(web, alice):
