@@ -1,12 +1,17 @@
 # The two commands a fresh machine needs: `make run` and `make test`.
 VENV := .venv
+# The interpreter of the virtualenv: the distribution's /usr/bin/python3 when it is 3.11 or newer
+# and can make one (Debian's optimised build runs the job protocol and the API about a quarter
+# faster than pyenv's default build, which comes first on PATH here), else python3 on PATH.
+PYTHON ?= $(shell /usr/bin/python3 -c 'import sys, ensurepip; sys.exit(sys.version_info < (3, 11))' \
+	2>/dev/null && echo /usr/bin/python3 || echo python3)
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck bench install assets chromium sshd clean
 
 $(STAMP): pyproject.toml
-	python3 -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
