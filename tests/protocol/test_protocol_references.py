@@ -160,3 +160,15 @@ def test_a_data_reference_in_a_callback_is_refused() -> None:
         "prerequisites[1].callbacks[0].commands[0]: unknown reference $data.name"
         " (only in a task role's commands)"
     )
+
+
+def test_the_cache_of_reference_shapes_stays_bounded() -> None:
+    """Reference texts come from users: the cache of their shapes must not grow without end."""
+    from jobs.protocol import references
+
+    scope = references.Scope(roots={"$parameters": {"model": "resnet"}})
+    for number in range(references._MAX_SHAPES + 100):
+        with pytest.raises(references.UnknownReference):
+            references.resolve(f" $parameters.p{number} ", scope)
+    assert len(references._SIMPLE_SHAPES) <= references._MAX_SHAPES
+    assert references.render("<% $parameters.model %>", scope) == "resnet"
