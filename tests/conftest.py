@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.test import Client
 
 from clusters import registry
 from clusters.backends.local import LocalBackend
@@ -94,6 +95,14 @@ def alice(db) -> User:
 @pytest.fixture
 def bob(db) -> User:
     return make_user("bob")
+
+
+@pytest.fixture
+def web(alice) -> Client:
+    """A browser-like client logged in as alice."""
+    client = Client()
+    client.force_login(alice)
+    return client
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ page, its follow-up tails and download, nor the API's task logs."""
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from jobs import lifecycle
 from tests.api.helpers import client_for
@@ -30,13 +29,6 @@ def echoed(alice, backend):
     task = job.attempts.get().tasks.get()
     assert b"s3cr3t-value" in backend.read_log(task.backend_ref, "stdout")  # it did print it
     return job
-
-
-@pytest.fixture
-def web(alice) -> Client:
-    client = Client()
-    client.force_login(alice)
-    return client
 
 
 def assert_masked(text: str) -> None:

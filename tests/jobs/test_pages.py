@@ -18,13 +18,6 @@ HELLO = hello_job(
 )
 
 
-@pytest.fixture
-def web(alice) -> Client:
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
 def test_the_login_page_logs_a_user_in(alice):
     client = Client()
     assert client.get("/login/").status_code == 200

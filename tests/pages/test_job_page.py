@@ -15,13 +15,6 @@ from tests.jobs.samples import hello_job
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def web(alice) -> Client:
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
 def test_web_port_labels_become_links():
     task = Task(ip="10.0.0.5", ports={"jupyter": [8888], "ssh": [2222], "tensorboard": [6006]})
     assert port_links(task) == [

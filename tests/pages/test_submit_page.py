@@ -18,13 +18,6 @@ pytestmark = pytest.mark.django_db
 SECRET = hello_job(command="echo <% $secrets.token %>", secrets="{token: s3cr3t-value}")
 
 
-@pytest.fixture
-def web(alice) -> Client:
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
 def form_data(**extra: str) -> dict[str, str]:
     data = {
         "mode": "form", "name": "built", "virtual_cluster": "default", "image": "python:3.11",

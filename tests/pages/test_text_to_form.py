@@ -66,13 +66,6 @@ CALLBACKS = textwrap.dedent("""\
     """)
 
 
-@pytest.fixture
-def web(alice) -> Client:
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
 def to_form(web: Client, text: str, **extra: str):
     return web.post("/jobs/submit/text-to-form/", {"text": text, **extra})
 
