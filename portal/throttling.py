@@ -42,6 +42,7 @@ def _count_script() -> Any:
     cache = shared_cache()
     if not isinstance(cache, RedisCache):
         return None
+    # Django's RedisCache has no public way to its redis-py client: _cache is its client wrapper.
     return cache._cache.get_client(write=True).register_script(_COUNT)
 
 
