@@ -57,6 +57,24 @@ def test_without_a_default_of_their_own_a_user_gets_default_even_after_it_was_de
     assert lifecycle.submit(alice, job_text("l")).virtual_cluster == mine.virtual_cluster
 
 
+def test_a_virtual_cluster_named_in_the_submission_wins_over_the_users_default(alice):
+    DefaultVirtualCluster.objects.create(user=alice, virtual_cluster=vc("research", alice))
+    vc("lab", alice, cpu=4)
+    assert lifecycle.submit(alice, job_text("j"), virtual_cluster="lab").virtual_cluster.name == (
+        "lab"
+    )
+    assert lifecycle.submit(
+        alice, job_text("k"), virtual_cluster="default"
+    ).virtual_cluster.name == ("default")
+
+
+def test_an_unknown_virtual_cluster_gets_400_naming_it(alice):
+    with pytest.raises(lifecycle.SubmitError) as caught:
+        lifecycle.submit(alice, job_text("j"), virtual_cluster="nowhere")
+    assert caught.value.status == 400
+    assert "no virtual cluster named 'nowhere'" in str(caught.value)
+
+
 def test_a_job_larger_than_the_quota_gets_400_saying_by_how_much(alice):
     vc("research", alice, cpu=4, gpus={"V100": 2})
     with pytest.raises(lifecycle.SubmitError) as caught:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from portal.accounts.models import ApiToken
 from portal.throttling import UserRateThrottle
 
 pytestmark = pytest.mark.django_db
@@ -49,6 +53,26 @@ def test_a_user_cannot_revoke_another_users_token(alice, bob):
     bobs = login("bob")
     assert bearer(login()).delete(f"/api/v2/tokens/{bobs}").status_code == 404
     assert bearer(bobs).get("/api/v2/jobs").status_code == 200
+
+
+def test_a_token_names_its_own_user(alice, bob):
+    assert bearer(login("bob")).get("/api/v2/users/me").json()["username"] == "bob"
+    assert bearer(login()).get("/api/v2/users/me").json()["username"] == "alice"
+
+
+def test_an_expired_token_is_refused_with_401(alice):
+    token = login()
+    ApiToken.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    response = bearer(token).get("/api/v2/jobs")
+    assert response.status_code == 401
+    assert "unknown or expired" in response.json()["message"]
+
+
+def test_the_token_of_a_deactivated_user_is_refused_with_401(alice):
+    token = login()
+    alice.is_active = False
+    alice.save()
+    assert bearer(token).get("/api/v2/jobs").status_code == 401
 
 
 def test_info_and_authn_info_need_no_login(db):
