@@ -1,0 +1,57 @@
+"""PostgreSQL prepares the statements a connection runs again and again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from clusters.models import VirtualCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def options_with(**env: str) -> dict[str, object]:
+    code = (
+        "import django, json; django.setup(); from django.conf import settings;"
+        "print(json.dumps(settings.DATABASES['default'].get('OPTIONS', {})))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(run.stdout)
+
+
+def test_postgresql_binds_on_the_server_and_prepares_after_five_runs_unless_told_not_to():
+    url = "postgres://someone@db.example:5432/portal"
+    assert options_with(DATABASE_URL=url) == {"server_side_binding": True, "prepare_threshold": 5}
+    never = options_with(DATABASE_URL=url, DATABASE_PREPARE_AFTER="0")
+    assert never["prepare_threshold"] is None
+    assert "server_side_binding" not in options_with(DATABASE_URL="sqlite:///x.sqlite3")
+
+
+@pytest.mark.django_db
+def test_a_statement_run_again_and_again_is_prepared_on_postgresql():
+    if connection.vendor != "postgresql":
+        assert connection.vendor == "sqlite"  # the embedded default has nothing to prepare
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        before = cursor.fetchone()[0]
+    for _ in range(6):
+        list(VirtualCluster.objects.filter(name="prepared-or-not"))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        statements = [row[0] for row in cursor.fetchall()]
+    assert len(statements) > before
+    assert any("prepared-or-not" not in s and "clusters_virtualcluster" in s for s in statements)
