@@ -47,7 +47,7 @@ lint: install
 	$(VENV)/bin/ruff check --fix .
 
 bench: install
-	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in bench/[!_]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) node_modules var

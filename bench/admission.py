@@ -103,13 +103,13 @@ def fill(jobs: int) -> None:
 
 def timed_pass() -> tuple[float, int, int]:
     from django.db import connection
-    from django.test.utils import CaptureQueriesContext
 
+    from bench._queries import recorded
     from clusters.admission import admit
     from jobs import news
 
     report = Report()
-    with CaptureQueriesContext(connection) as queries:
+    with recorded(connection) as queries:
         began = time.perf_counter()
         with news.gathered() as changed:  # as in a reconcile pass: news sent at the end
             admit(PlacingBackend(), report)  # type: ignore[arg-type]

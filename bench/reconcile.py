@@ -132,15 +132,15 @@ class Timed:
 
 def measure(backend: object) -> tuple[float, list[str]]:
     from django.db import connection
-    from django.test.utils import CaptureQueriesContext
 
+    from bench._queries import recorded
     from jobs.reconcile import run_pass
 
-    with CaptureQueriesContext(connection) as queries:
+    with recorded(connection) as statements:
         start = time.perf_counter()
         run_pass(backend)  # type: ignore[arg-type]
         seconds = time.perf_counter() - start
-    return seconds, [q["sql"] for q in queries.captured_queries]
+    return seconds, statements
 
 
 def kind(sql: str) -> str:
