@@ -57,3 +57,32 @@ def test_the_ssh_config_stays_open_across_live_refreshes(portal_url, browser_pag
 
     assert page.locator("#ssh-config-details").get_attribute("open") is not None
     assert page.locator("#ssh-config-details .ssh-config").is_visible()
+
+
+def test_the_log_tails_of_a_running_job_follow_its_output(
+    portal_url, browser_page, alice, tmp_path
+):
+    page = browser_page
+    more = tmp_path / "more"
+    log_in(page, portal_url, "alice", "alice-secret-pw")
+    writing = (
+        f"echo first line; while [ ! -e {more} ]; do sleep 0.2; done; echo second line; sleep 120"
+    )
+    submit_text(page, portal_url, job("chatty", writing))
+    page.locator("#live pre.tail", has_text="first line").wait_for()
+    assert page.locator("#tails-growing").get_attribute("data-growing") == "yes"
+
+    more.touch()  # the task writes again, and nothing about the job or its task changes
+
+    page.locator("#live pre.tail", has_text="second line").wait_for(timeout=20_000)
+    assert page.evaluate("window.tailRefreshes") >= 1
+    assert page.locator("#live .summary .state", has_text="RUNNING").is_visible()
+
+
+def test_the_log_tails_of_an_ended_job_are_not_read_again(portal_url, browser_page, alice):
+    page = browser_page
+    log_in(page, portal_url, "alice", "alice-secret-pw")
+    submit_text(page, portal_url, job("quiet", "echo done"))
+    page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
+    page.locator("#live pre.tail", has_text="done").wait_for()
+    assert page.locator("#tails-growing").get_attribute("data-growing") == ""
