@@ -36,11 +36,14 @@ sshd:
 		(invoke-rc.d ssh stop >/dev/null 2>&1 || :))
 
 ## Set up everything and run the whole test suite (PostgreSQL when DATABASE_URL is set).
+# Tests get a Redis database of their own, as Django gives them test_<name> in PostgreSQL: a
+# portal running on this machine shares no broker queue, lock or counter with them.
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/9
 test: install chromium sshd
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest
+	REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest
 
 lint: install
 	$(VENV)/bin/ruff format .
