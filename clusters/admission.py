@@ -35,6 +35,7 @@ from clusters.quota import (
 from jobs import lifecycle
 from jobs.models import Job, JobAttempt, Task
 from jobs.states import LIVE_TASK_STATES, JobState
+from portal.sql import columns, table
 
 log = logging.getLogger(__name__)
 MAX_ADMIT = 100  # jobs started per pass; the rest are told they start in the next pass
@@ -78,11 +79,10 @@ def chosen_or_default(user: Any, vc_name: str | None) -> VirtualCluster | None:
     cost three times as much CPU): at most two rows, and of two the user's is the one not
     named default.
     """
-    quote = connection.ops.quote_name
-    vcs, defaults = (quote(m._meta.db_table) for m in (VirtualCluster, DefaultVirtualCluster))
-    sql = f"SELECT * FROM {vcs} WHERE name = %s"  # noqa: S608 - names from the models
+    vcs, defaults = table(VirtualCluster), table(DefaultVirtualCluster)
+    sql = f"SELECT {columns(VirtualCluster, 'v')} FROM {vcs} v WHERE name = %s"  # noqa: S608
     params: list[Any] = [vc_name or DEFAULT_VIRTUAL_CLUSTER]
-    if not vc_name:
+    if not vc_name:  # noqa below, as above: table and column names come from the models
         sql += f" OR id = (SELECT virtual_cluster_id FROM {defaults} WHERE user_id = %s)"  # noqa: S608
         params.append(user.pk)
     rows = list(VirtualCluster.objects.raw(sql, params))

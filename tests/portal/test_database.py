@@ -8,10 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.db import connection
 
+from clusters.admission import chosen_or_default
 from clusters.models import VirtualCluster
+from portal.accounts.authentication import token_owner
+from portal.accounts.models import ApiToken, hash_token
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,3 +68,28 @@ def test_a_statement_run_again_and_again_is_prepared_on_postgresql():
         cursor.execute("SHOW plan_cache_mode")
         assert cursor.fetchone()[0] == "force_custom_plan"
     assert any("prepared-or-not" not in s and "clusters_virtualcluster" in s for s in statements)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_prepared_lookups_still_run_after_a_migration_adds_a_column(alice):
+    """A statement that selects ``*`` changes its result when another connection (a migration)
+    adds a column, and PostgreSQL then refuses to run it prepared: every API call would fail
+    until the web process reconnects. The written-out lookups name their columns."""
+    if connection.vendor != "postgresql":
+        assert connection.vendor == "sqlite"  # nothing is prepared there
+        return
+    _, token = ApiToken.objects.issue(alice, 3600)
+    digest = hash_token(token)
+    for _ in range(6):  # prepared from the sixth run on
+        assert token_owner(digest)[0] == alice
+        assert chosen_or_default(alice, None).name == "default"
+    tables = ("auth_user", "clusters_virtualcluster")
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as migration:
+        for name in tables:
+            migration.execute(f"ALTER TABLE {name} ADD COLUMN added_later integer")
+        try:
+            assert token_owner(digest)[0] == alice
+            assert chosen_or_default(alice, None).name == "default"
+        finally:
+            for name in tables:
+                migration.execute(f"ALTER TABLE {name} DROP COLUMN added_later")

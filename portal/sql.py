@@ -1,0 +1,16 @@
+"""Names for the few statements written out by hand (on paths every request takes)."""
+
+from __future__ import annotations
+
+from django.db import connection, models
+
+
+def table(model: type[models.Model]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def columns(model: type[models.Model], alias: str) -> str:
+    """Every column of ``model``, named: never ``*``, whose result changes when a migration adds
+    a column, and PostgreSQL then refuses to run the statements it has prepared for it."""
+    quote = connection.ops.quote_name
+    return ", ".join(f"{alias}.{quote(f.column)}" for f in model._meta.concrete_fields)
