@@ -60,12 +60,10 @@ def test_without_a_default_of_their_own_a_user_gets_default_even_after_it_was_de
 def test_a_virtual_cluster_named_in_the_submission_wins_over_the_users_default(alice):
     DefaultVirtualCluster.objects.create(user=alice, virtual_cluster=vc("research", alice))
     vc("lab", alice, cpu=4)
-    assert lifecycle.submit(alice, job_text("j"), virtual_cluster="lab").virtual_cluster.name == (
-        "lab"
-    )
-    assert lifecycle.submit(
-        alice, job_text("k"), virtual_cluster="default"
-    ).virtual_cluster.name == ("default")
+    named = lifecycle.submit(alice, job_text("j"), virtual_cluster="lab")
+    assert named.virtual_cluster.name == "lab"
+    named_default = lifecycle.submit(alice, job_text("k"), virtual_cluster="default")
+    assert named_default.virtual_cluster.name == "default"
 
 
 def test_an_unknown_virtual_cluster_gets_400_naming_it(alice):
