@@ -41,7 +41,12 @@ urlpatterns = [
     path("api/v2/", include("clusters.api_urls")),
     path("", include("clusters.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularRedocView.as_view(url_name="schema"), name="api-docs"),
+    path(
+        "api/docs/",
+        # Redoc from drf-spectacular-sidecar, and no web fonts: nothing from another host.
+        SpectacularRedocView.as_view(url_name="schema", template_name="api_docs.html"),
+        name="api-docs",
+    ),
 ]
 handler400 = "portal.api.bad_request"
 handler404 = "portal.api.not_found"
