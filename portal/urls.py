@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
+from drf_spectacular.views import SpectacularAPIView
 
 import portal.converters  # noqa: F401  (registers <username:...>)
 import portal.views
@@ -14,6 +14,7 @@ from portal.accounts.api import (
     TokensView,
     TokenView,
 )
+from portal.apidocs import ApiDocsView
 
 api_auth = [
     path("authn/basic/login", LoginView.as_view()),
@@ -41,12 +42,7 @@ urlpatterns = [
     path("api/v2/", include("clusters.api_urls")),
     path("", include("clusters.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path(
-        "api/docs/",
-        # Redoc from drf-spectacular-sidecar, and no web fonts: nothing from another host.
-        SpectacularRedocView.as_view(url_name="schema", template_name="api_docs.html"),
-        name="api-docs",
-    ),
+    path("api/docs/", ApiDocsView.as_view(), name="api-docs"),
 ]
 handler400 = "portal.api.bad_request"
 handler404 = "portal.api.not_found"

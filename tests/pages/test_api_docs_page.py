@@ -24,3 +24,9 @@ def test_redoc_is_served_by_the_portal():
     response = Client().get(script.group(1))
     assert response.status_code == 200
     assert b"Redoc" in b"".join(response.streaming_content)
+
+
+def test_the_api_docs_page_keeps_the_browser_on_this_host():
+    policy = Client().get("/api/docs/")["Content-Security-Policy"]
+    assert "default-src 'self'" in policy and "img-src 'self' data:" in policy
+    assert "http" not in policy
