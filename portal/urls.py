@@ -15,6 +15,7 @@ from portal.accounts.api import (
     TokenView,
 )
 from portal.apidocs import ApiDocsView
+from portal.favicon import favicon
 
 api_auth = [
     path("authn/basic/login", LoginView.as_view()),
@@ -30,6 +31,7 @@ api_accounts = [
 
 urlpatterns = [
     path("", portal.views.home, name="home"),
+    path("favicon.ico", favicon, name="favicon"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
