@@ -93,3 +93,17 @@ def test_a_post_to_the_clone_address_submits_too(web, alice):
     response = web.post("/jobs/alice~hello/clone/", {"mode": "text", "text": text})
     assert response.status_code == 302
     assert Job.objects.filter(name="posted_here").exists()
+
+
+def test_a_clone_the_form_cannot_show_says_why_in_the_form_tab(web, alice):
+    text = SECRET.replace(
+        "prerequisites: [{name: img, type: dockerimage, uri: python}]",
+        "prerequisites: [{name: img, type: dockerimage, uri: python}, {name: fetch, "
+        "type: script, plugin: com.microsoft.pai.runtimeplugin.cmd, "
+        "callbacks: [{event: containerStart, commands: [echo fetched]}]}]",
+    )
+    lifecycle.submit(alice, text)
+    body = web.get("/jobs/alice~hello/clone/").content.decode()
+    pane = body.split('id="pane-form"', 1)[1]
+    assert "prerequisites callbacks the form cannot show: fetch (script)" in pane
+    assert "name: hello_clone" in html.unescape(cloned_text(body))
