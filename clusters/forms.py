@@ -52,12 +52,10 @@ class VirtualClusterForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if not Group.objects.exists():
-            self.fields[
-                "groups"
-            ].help_text = (
-                "No groups yet: create them in Django's admin (Groups), then give them access here."
-            )
+        # No groups yet: no empty box, a line that says what to do (the template shows it).
+        self.no_groups = not Group.objects.exists()
+        if self.no_groups:
+            del self.fields["groups"]
 
     def clean_gpus(self) -> dict[str, int] | None:
         gpus = self.cleaned_data.get("gpus")

@@ -198,7 +198,7 @@ def test_the_new_vc_form_leaves_gpus_empty_and_lists_members_as_checkboxes(clien
     assert 'value="' not in gpus or 'value=""' in gpus
     assert "GPUs guaranteed" in body
     assert 'type="checkbox" name="members"' in body and "bob" in body
-    assert "No groups yet" in body
+    assert "Groups: none yet" in body
 
 
 def test_a_new_vc_without_gpus_is_saved_without_a_gpu_limit(client, admin):
@@ -222,3 +222,13 @@ def test_creating_a_user_says_so(client, admin):
     data = {"username": "carol", "password": "carol-secret-pw"}
     response = client.post("/manage/users/", data, follow=True)
     assert '<p class="flash">User carol created.' in response.content.decode()
+
+
+def test_the_vc_form_lists_groups_as_checkboxes_once_there_are_some(client, admin):
+    from django.contrib.auth.models import Group
+
+    Group.objects.create(name="vision")
+    client.force_login(admin)
+    body = client.get("/manage/virtual-clusters/new/").content.decode()
+    assert 'type="checkbox" name="groups"' in body and "vision" in body
+    assert "Groups: none yet" not in body
