@@ -63,6 +63,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "portal.context_processors.scheduler_status",
             ],
         },
     },
@@ -138,6 +139,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 2.0, minimum=0.1)
+# Pages say the scheduler is not running when no reconcile pass has ended for this long.
+SCHEDULER_LATE_SECONDS = env_float(
+    "SCHEDULER_LATE_SECONDS", max(30.0, 10 * RECONCILE_INTERVAL_SECONDS), minimum=1.0
+)
 
 # Every open WebSocket waits for its messages in a blocking BZPOPMIN of up to 5 s
 # (channels_redis's brpop_timeout). Under redis-py 8's 5 s default read timeout that wait ends
