@@ -130,9 +130,13 @@ class Command(BaseCommand):
         private_redis = self.ensure_redis(env)
         if private_redis is not None:
             children.append(private_redis)
-        settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
-        call_command("migrate", interactive=False, verbosity=0)
-        call_command("ensure_admin")
+        try:
+            settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+            call_command("migrate", interactive=False, verbosity=0)
+            call_command("ensure_admin")
+        except BaseException:  # Ctrl-C or a failed migration: the private Redis stops too
+            stop_all(children)
+            raise
         python = sys.executable
         host, port = options["host"], options["port"]
         sock = webserver.listen(host, port)
