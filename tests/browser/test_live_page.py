@@ -44,6 +44,10 @@ window.WebSocket = class extends NativeWebSocket {
   }
 };
 """
+COUNT_LIVE_SWAPS = """
+window.liveSwaps = 0;
+document.addEventListener("htmx:afterSwap", () => { window.liveSwaps += 1; });
+"""
 IDLE_MS = 30_000  # six times redis-py 8's default read timeout, which closed every socket
 
 
@@ -100,6 +104,7 @@ def test_the_log_tails_of_a_running_job_follow_its_output(
     portal_url, browser_page, alice, tmp_path
 ):
     page = browser_page
+    page.add_init_script(COUNT_LIVE_SWAPS)
     more = tmp_path / "more"
     log_in(page, portal_url, "alice", "alice-secret-pw")
     writing = (
@@ -107,6 +112,9 @@ def test_the_log_tails_of_a_running_job_follow_its_output(
     )
     submit_text(page, portal_url, job("chatty", writing))
     page.locator("#live pre.tail", has_text="first line").wait_for()
+    # The refresh the page makes when its socket opens is done: it cannot be what brings the
+    # second line.
+    page.wait_for_function("window.jobNewsOpened >= 1 && window.liveSwaps >= 1")
     assert page.locator("#tails-growing").get_attribute("data-growing") == "yes"
 
     more.touch()  # the task writes again, and nothing about the job or its task changes
