@@ -3,11 +3,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml constraints.txt README.md ./
 COPY portal portal
 COPY jobs jobs
 COPY clusters clusters
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir -c constraints.txt .
 COPY package.json ./
 RUN npm install --no-audit --no-fund --omit=dev
 COPY . .

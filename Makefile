@@ -8,12 +8,13 @@ PYTHON ?= $(shell /usr/bin/python3 -c 'import sys, ensurepip; sys.exit(sys.versi
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench install assets chromium sshd clean
+.PHONY: run test lint typecheck bench install assets chromium sshd clean constraints
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every package to the version the tests passed with (see pyproject.toml).
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 node_modules/.installed: package.json
@@ -51,6 +52,11 @@ lint: install
 
 bench: install
 	@for b in bench/[!_]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+## After changing pyproject.toml's bounds and passing the tests: pin what is installed now.
+constraints:
+	@{ sed -n '1,2p' constraints.txt; $(PY) -m pip freeze --exclude-editable; } > constraints.new
+	mv constraints.new constraints.txt
 
 clean:
 	rm -rf $(VENV) node_modules var

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import redis
+import redis.backoff
+import redis.retry
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
@@ -61,6 +64,7 @@ class PassReport:
 WANTED_KEY = "portal:reconcile:wanted"  # set: something changed since the last pass began
 QUEUED_KEY = "portal:reconcile:queued"  # set: a reconcile task is queued and has not started
 MAX_PASSES = 5  # passes one task runs back to back while more is wanted
+LAST_RUN_KEY = "portal:reconcile:last-run-at"  # when the last pass ended (Unix time)
 
 
 @functools.cache
@@ -131,7 +135,26 @@ def run_pass(backend: Backend) -> PassReport:
         changed.jobs.update(report.touched_jobs)
         changed.queues.update(report.touched_queues)
     cleanup(backend)
+    try:
+        redis_client(settings.REDIS_URL).set(LAST_RUN_KEY, time.time())
+    except redis.exceptions.RedisError:
+        log.warning("could not record the end of the reconcile pass", exc_info=True)
     return report
+
+
+@functools.cache
+def quick_client(url: str) -> redis.Redis:
+    """For reads a page makes in passing: short timeouts and no retry, so that a Redis that
+    is down costs a page half a second at most."""
+    no_retry = redis.retry.Retry(redis.backoff.NoBackoff(), 0)
+    return redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5, retry=no_retry)
+
+
+def seconds_since_last_pass() -> float | None:
+    """How long ago the last reconcile pass ended (None: none since Redis started); raises
+    ``RedisError`` when Redis does not answer."""
+    ended = quick_client(settings.REDIS_URL).get(LAST_RUN_KEY)
+    return None if ended is None else max(0.0, time.time() - float(ended))
 
 
 def admit(backend: Backend, report: PassReport) -> None:

@@ -64,6 +64,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "portal.context_processors.scheduler_status",
             ],
         },
     },
@@ -123,6 +124,10 @@ WHITENOISE_USE_FINDERS = True
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 
+# redis-py 8 gives every connection a 5 s read timeout (it had none before). Right for the
+# cache: its commands answer at once, and a Redis that hangs fails a request instead of
+# holding it. Celery (kombu) sets no read timeout on its broker connections itself and polls
+# with a 1 s BRPOP, so the worker and beat are not affected.
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
 }
@@ -135,11 +140,24 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 2.0, minimum=0.1)
+# Pages say the scheduler is not running when no reconcile pass has ended for this long.
+SCHEDULER_LATE_SECONDS = env_float(
+    "SCHEDULER_LATE_SECONDS", max(30.0, 10 * RECONCILE_INTERVAL_SECONDS), minimum=1.0
+)
 
+# Every open WebSocket waits for its messages in a blocking BZPOPMIN of up to 5 s
+# (channels_redis's brpop_timeout). Under redis-py 8's 5 s default read timeout that wait ends
+# in "TimeoutError: Timeout reading from ..." and the socket closes every ~5 s
+# (django/channels_redis#422, redis/redis-py#4091). No read timeout on the layer's connections,
+# as before redis-py 8; TCP keepalive still finds a dead peer, and connecting
+# keeps its 5 s timeout. A host given as a dict passes these to redis-py's ConnectionPool.
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": None, "socket_keepalive": True}],
+            "prefix": env_str("CHANNEL_LAYER_PREFIX", "asgi"),
+        },
     }
 }
 

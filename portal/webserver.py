@@ -29,13 +29,23 @@ def start(
     env: dict[str, str],
     cwd: str | None = None,
     quiet: bool = False,
+    new_session: bool = False,
 ) -> list[subprocess.Popen[bytes]]:
-    """``processes`` daphne servers accepting on ``sock`` (``quiet``: no access log)."""
+    """``processes`` daphne servers accepting on ``sock`` (``quiet``: no access log;
+    ``new_session``: each in a session of its own, see ``runportal``)."""
     fd = sock.fileno()
     command = [sys.executable, "-m", "daphne", "--fd", str(fd), "portal.asgi:application"]
     out = subprocess.DEVNULL if quiet else None
     return [
-        subprocess.Popen(command, env=env, cwd=cwd, pass_fds=(fd,), stdout=out, stderr=out)
+        subprocess.Popen(
+            command,
+            env=env,
+            cwd=cwd,
+            pass_fds=(fd,),
+            stdout=out,
+            stderr=out,
+            start_new_session=new_session,
+        )
         for _ in range(processes)
     ]
 

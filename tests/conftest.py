@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from django.contrib.auth.models import User
-from django.core.cache import cache
 from django.test import Client
 
 from clusters import registry
 from clusters.backends.local import LocalBackend
+from jobs.reconcile import LAST_RUN_KEY
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -25,16 +28,29 @@ def _short_lived_connections() -> None:
 
 
 @pytest.fixture(autouse=True)
-def _test_settings(settings, tmp_path: Path) -> None:
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    # Rate-limit counters start at zero in every test (and never touch a real Redis db).
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    cache.clear()
+def _test_settings(settings, tmp_path: Path) -> Iterator[None]:
+    # The real channel layer (channels-redis) and cache (Redis) of settings.py, on the test
+    # Redis database (REDIS_URL), under keys of this test only: groups, channels and
+    # rate-limit counters start empty in every test, and nothing is flushed.
+    unique, redis_url = f"test-{uuid.uuid4().hex[:12]}:", settings.REDIS_URL
+    layer = settings.CHANNEL_LAYERS["default"]
+    settings.CHANNEL_LAYERS = {
+        "default": {**layer, "CONFIG": {**layer["CONFIG"], "prefix": f"{unique}asgi"}}
+    }
+    settings.CACHES = {"default": {**settings.CACHES["default"], "KEY_PREFIX": unique}}
     settings.CELERY_TASK_ALWAYS_EAGER = False
     settings.LOCAL_TASK_ROOT = tmp_path / "tasks"
     settings.LOCAL_STOP_GRACE_SECONDS = 2.0
     # Each persona's password would otherwise cost a million PBKDF2 rounds.
     settings.PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher"]
+    # A healthy portal, where beat has just run a pass: pages show no "scheduler has not run"
+    # banner unless a test makes that so (tests/portal/test_scheduler_banner.py).
+    with redis.Redis.from_url(redis_url) as client:
+        client.set(LAST_RUN_KEY, time.time())
+    yield
+    with redis.Redis.from_url(redis_url) as client:
+        for key in client.scan_iter(match=f"{unique}*", count=1000):
+            client.delete(key)
 
 
 @pytest.fixture(autouse=True)

@@ -43,15 +43,12 @@ def database_url() -> str:
 
 @pytest.fixture
 def portal_url(transactional_db, settings, backend) -> Iterator[str]:
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [settings.REDIS_URL]},
-        }
-    }
     port = free_port()
     env = {
         **os.environ,
+        # The server's channel layer is this test's (tests/conftest.py), so that news sent by
+        # the reconcile passes here reaches the pages it serves.
+        "CHANNEL_LAYER_PREFIX": settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"],
         "DATABASE_URL": database_url(),
         "CELERY_TASK_ALWAYS_EAGER": "True",
         "LOCAL_TASK_ROOT": str(settings.LOCAL_TASK_ROOT),

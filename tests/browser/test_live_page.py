@@ -31,6 +31,47 @@ def test_the_page_reconnects_and_still_sees_the_job_end(portal_url, browser_page
     assert page.locator("#live-status").is_hidden()
 
 
+# Counts the job page's news sockets as the browser makes and loses them.
+COUNT_SOCKETS = """
+window.newsSockets = {opened: 0, closed: 0};
+const NativeWebSocket = window.WebSocket;
+window.WebSocket = class extends NativeWebSocket {
+  constructor(url, protocols) {
+    super(url, protocols);
+    if (!String(url).includes("/ws/jobs/")) return;
+    window.newsSockets.opened += 1;
+    this.addEventListener("close", () => { window.newsSockets.closed += 1; });
+  }
+};
+"""
+COUNT_LIVE_SWAPS = """
+window.liveSwaps = 0;
+document.addEventListener("htmx:afterSwap", () => { window.liveSwaps += 1; });
+"""
+IDLE_MS = 30_000  # six times redis-py 8's default read timeout, which closed every socket
+
+
+def test_a_running_jobs_page_stays_connected_while_nothing_happens(
+    portal_url, browser_page, alice, tmp_path
+):
+    page = browser_page
+    page.add_init_script(COUNT_SOCKETS)
+    release = tmp_path / "release"
+    log_in(page, portal_url, "alice", "alice-secret-pw")
+    waiting = f"while [ ! -e {release} ]; do sleep 0.2; done; echo released"
+    submit_text(page, portal_url, job("idle", waiting))
+    page.locator("#task-trainer-0 .state", has_text="RUNNING").wait_for()
+    page.wait_for_function("window.newsSockets.opened >= 1")
+
+    page.wait_for_timeout(IDLE_MS)  # the job runs on and nothing changes
+
+    assert page.evaluate("window.newsSockets") == {"opened": 1, "closed": 0}
+    assert page.locator("#live-status").is_hidden()  # no "Live updates paused"
+    release.touch()  # the news of the end arrives over the socket opened at the start
+    page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
+    assert page.evaluate("window.newsSockets") == {"opened": 1, "closed": 0}
+
+
 def test_a_page_whose_job_is_gone_stops_reconnecting_and_says_so(portal_url, browser_page, alice):
     page = browser_page
     log_in(page, portal_url, "alice", "alice-secret-pw")
@@ -63,6 +104,7 @@ def test_the_log_tails_of_a_running_job_follow_its_output(
     portal_url, browser_page, alice, tmp_path
 ):
     page = browser_page
+    page.add_init_script(COUNT_LIVE_SWAPS)
     more = tmp_path / "more"
     log_in(page, portal_url, "alice", "alice-secret-pw")
     writing = (
@@ -70,6 +112,9 @@ def test_the_log_tails_of_a_running_job_follow_its_output(
     )
     submit_text(page, portal_url, job("chatty", writing))
     page.locator("#live pre.tail", has_text="first line").wait_for()
+    # The refresh the page makes when its socket opens is done: it cannot be what brings the
+    # second line.
+    page.wait_for_function("window.jobNewsOpened >= 1 && window.liveSwaps >= 1")
     assert page.locator("#tails-growing").get_attribute("data-growing") == "yes"
 
     more.touch()  # the task writes again, and nothing about the job or its task changes

@@ -28,6 +28,17 @@ def job(alice):
     return lifecycle.submit(alice, HELLO)
 
 
+async def test_the_sockets_run_over_channels_redis_on_the_test_redis(settings):
+    """What users run: the layer of settings.py, not an in-memory stand-in, under this test's
+    own key prefix (tests/conftest.py)."""
+    from channels_redis.core import RedisChannelLayer
+
+    layer = get_channel_layer()
+    assert isinstance(layer, RedisChannelLayer)
+    assert layer.prefix.startswith("test-")
+    assert layer.hosts[0]["address"] == settings.REDIS_URL
+
+
 async def test_the_owner_hears_of_every_change(job, alice, async_client_for):
     client = await async_client_for(alice)
     communicator, connected, _ = await connect(client, job.id)

@@ -59,6 +59,29 @@ async def test_the_owner_types_in_the_task_and_sees_its_environment(
     await sync_to_async(settle)(backend, job)
 
 
+IDLE_SECONDS = 30  # six times redis-py 8's default read timeout, which once closed both sockets
+
+
+async def test_a_news_socket_and_a_terminal_stay_open_when_idle(alice, backend, async_client_for):
+    """Both sockets wait on channels-redis's blocking receive while nothing happens; after a
+    long silence the same connections still carry an echo and news of the job."""
+    job, task = await sync_to_async(running_job)(alice, backend, "sleep 300")
+    client = await async_client_for(alice)
+    news, news_connected, _ = await open_socket(client, f"/ws/jobs/{job.id}/")
+    terminal, terminal_connected, _ = await open_terminal(client, task.id)
+    assert news_connected and terminal_connected
+
+    await asyncio.sleep(IDLE_SECONDS)
+
+    await terminal.send_to(text_data=json.dumps({"type": "input", "data": "echo still-$((6*7))\n"}))
+    assert "still-42" in await read_until(terminal, "still-42")
+    await sync_to_async(lifecycle.stop)(job, alice)
+    assert await news.receive_json_from(timeout=10) == {"changed": job.id}
+    await sync_to_async(settle)(backend, job)
+    await terminal.disconnect()
+    await news.disconnect()
+
+
 async def refused(communicator) -> int:
     """The close code of a terminal that was accepted only to be closed, nothing sent first."""
     message = await communicator.receive_output(timeout=5)

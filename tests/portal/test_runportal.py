@@ -1,0 +1,99 @@
+"""``manage.py runportal`` (``make run``): a process of the portal that dies starts again by
+itself; SIGTERM stops them all."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tests.browser.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Output:
+    """The lines a process prints, read in a thread; ``wait_for`` blocks until one matches."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        assert process.stdout is not None
+        stream = process.stdout
+        threading.Thread(
+            target=lambda: [self.lines.put(line) for line in stream], daemon=True
+        ).start()
+
+    def wait_for(self, pattern: str, timeout: float = 90) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"{pattern!r} not in {self.seen[-40:]}") from None
+            self.seen.append(line)
+            if match := re.search(pattern, line):
+                return match
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"  # not a zombie
+    except FileNotFoundError:
+        return False
+
+
+def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "PORTAL_VAR_DIR": str(tmp_path),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'portal.sqlite3'}",
+        # Nothing answers there: runportal starts a private redis-server of its own.
+        "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+        "SECRET_KEY": "runportal-test",
+        "PORTAL_ADMIN_PASSWORD": "runportal-test-pw",
+        "WEB_PROCESSES": "1",
+    }
+    portal = subprocess.Popen(
+        [sys.executable, "manage.py", "runportal", "--port", str(free_port())],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    output = Output(portal)
+    try:
+        redis_pid = int(output.wait_for(r"redis: started, pid (\d+)")[1])
+        worker_pid = int(output.wait_for(r"worker: started, pid (\d+)")[1])
+        output.wait_for(r"celery@\S+ ready")
+
+        os.kill(worker_pid, signal.SIGKILL)  # as the OOM killer would
+        output.wait_for(rf"worker: pid {worker_pid} exited with code -9 .*again in 1 s")
+        new_worker = int(output.wait_for(r"worker: started, pid (\d+)")[1])
+        assert new_worker != worker_pid and alive(new_worker)
+        output.wait_for(r"celery@\S+ ready")  # the new worker is connected to the broker
+
+        os.kill(redis_pid, signal.SIGKILL)
+        output.wait_for(rf"redis: pid {redis_pid} exited with code -9")
+        new_redis = int(output.wait_for(r"redis: started, pid (\d+)")[1])
+        assert alive(new_redis) and alive(new_worker)  # nothing else went down with it
+
+        portal.send_signal(signal.SIGTERM)
+        assert portal.wait(60) == 0
+        assert not alive(new_worker) and not alive(new_redis)
+    finally:
+        if portal.poll() is None:
+            portal.kill()
+            portal.wait()
