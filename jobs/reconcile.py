@@ -273,7 +273,9 @@ def observe(backend: Backend, report: PassReport) -> None:
         changes = changes_for(task, obs)
         if changes:
             # jobs.runtime (issue 4): a task that ends gets the exit spec's phrase and reason.
-            changes.update(exit_changes(backend, task.backend_ref, changes, task.stop_requested))
+            changes.update(
+                exit_changes(backend, task.backend_ref, changes, task.stop_requested, task.job_id)
+            )
             changed.append((task, changes))
     if changed:
         save_changes(changed, report)
