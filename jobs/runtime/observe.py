@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from clusters.backends.base import Backend
@@ -32,8 +33,14 @@ def read_tail(backend: Backend, ref: str, mask: SecretMasker) -> str:
     return "\n".join(texts)
 
 
+def protocols_of_finishing(changed: Iterable[tuple[Any, dict[str, Any]]]) -> dict[int, Any]:
+    """The protocol of the job of each task that ``changed`` finishes, by job id: one query."""
+    ids = {task.job_id for task, changes in changed if changes.get("state") in FINISHED}
+    return dict(Job.objects.filter(id__in=ids).values_list("id", "protocol")) if ids else {}
+
+
 def exit_changes(
-    backend: Backend, ref: str, changes: dict[str, Any], stopped: bool, job_id: int
+    backend: Backend, ref: str, changes: dict[str, Any], stopped: bool, protocol: dict[str, Any]
 ) -> dict[str, Any]:
     """Extra fields for a task whose ``changes`` finish it: ``exit_spec``, and diagnostics
     that start with the phrase and quote the log line that matters (so the job's reason
@@ -43,7 +50,6 @@ def exit_changes(
         return {}
     code = changes.get("exit_code")
     diagnostics = str(changes.get("diagnostics") or "")
-    protocol = Job.objects.values_list("protocol", flat=True).filter(id=job_id).first() or {}
     found = exitspec.explain(
         code if isinstance(code, int) else None,
         diagnostics,
