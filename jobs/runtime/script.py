@@ -21,10 +21,12 @@ The role's commands run as OpenPAI's runtime runs them: joined by newlines into 
 itself (a quoted here-document, so it works on every backend) and run by ``bash`` as a process
 of its own, without errexit (users who want it write ``set -e``). Where the image has no bash
 on PATH it runs under ``/bin/sh`` and the log says so. The task's exit code is that script's
-status, i.e. its last command's. It runs in the background while the bootstrap waits for it,
-so that a SIGTERM to the bootstrap alone (Kubernetes signals the container's first process)
-is passed on to it before the exit steps run; as an asynchronous command it starts with
-SIGINT ignored and stdin from ``/dev/null``.
+status, i.e. its last command's. It inherits the exported variables and the working directory
+of the steps before it (not their unexported variables or functions, as in OpenPAI, where the
+user's commands are a script of their own). It runs in the background while the bootstrap
+waits for it, so that a SIGTERM to the bootstrap alone (Kubernetes signals the container's
+first process) is passed on to its process group before the exit steps run; as an
+asynchronous command it starts with SIGINT ignored and stdin from ``/dev/null``.
 """
 
 from __future__ import annotations
