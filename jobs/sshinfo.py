@@ -37,7 +37,8 @@ HOW_TO_GET_SSHD = (
 
 @dataclass(frozen=True)
 class SshdState:
-    """``listening``, ``not started`` (``why`` says why) or ``starting`` (not said yet)."""
+    """``listening``, ``not started`` (``why`` says why), ``starting`` (not said yet) or
+    ``not running`` (the task is not)."""
 
     status: str
     why: str = ""
@@ -115,7 +116,7 @@ def ssh_info(
         "keyFingerprint": fingerprint(job.ssh_public_key or ""),
         "publicKey": job.ssh_public_key or None,
         "tasks": [
-            task_ssh(t, key, None if states is None else states.get(t.id, ENDED))
+            task_ssh(t, key, None if states is None else states.get(t.id, NOT_RUNNING))
             for t in sorted(tasks, key=lambda t: (t.role, t.index))
         ],
     }
@@ -124,7 +125,7 @@ def ssh_info(
     return info
 
 
-ENDED = SshdState("not started", "the task is not running")
+NOT_RUNNING = SshdState("not running", "the task is not running")
 
 
 def sshd_states(job: Job, tasks: Iterable[Task], backend: Backend) -> dict[int, SshdState]:

@@ -32,8 +32,8 @@ class TaskSshSerializer(serializers.Serializer[dict[str, object]]):
         allow_null=True, help_text="null unless the task runs and its sshd listens"
     )
     sshd = serializers.ChoiceField(
-        ["listening", "starting", "not started"],
-        help_text="what the task's bootstrap said of its sshd (not started once it ended)",
+        ["listening", "starting", "not started", "not running"],
+        help_text="what the task's bootstrap said of its sshd; not running: the task is not",
     )
     sshdNote = serializers.CharField(help_text="why nobody can ssh in (empty when one can)")
 

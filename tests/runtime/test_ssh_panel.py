@@ -15,7 +15,7 @@ from jobs import lifecycle
 from jobs.models import Job, Task
 from jobs.sshinfo import sshd_state
 from jobs.states import TaskState
-from tests.jobs.helpers import reconcile_until
+from tests.jobs.helpers import reconcile_until, settle
 from tests.runtime.jobs import one_role
 from tests.runtime.test_ssh_between_tasks import SSH_PLUGIN, WAIT_FOR_DONE, need_sshd
 from tests.waiting import wait_for
@@ -66,6 +66,9 @@ def test_a_task_whose_sshd_listens_shows_its_ssh_command(alice, backend, web):
     assert (row["sshd"], row["sshdNote"]) == ("listening", "")
     assert row["sshCommand"].startswith(f"ssh -i sshd_on.id_ed25519 -p {port} ")
     finish(alice, backend, job)
+    settle(backend, job)
+    row = ssh_api(alice, job)["tasks"][0]
+    assert (row["sshd"], row["sshCommand"]) == ("not running", None)
 
 
 @pytest.mark.django_db(transaction=True)
