@@ -1,11 +1,13 @@
 """Why a task ended: match its exit code, the backend's diagnostics and the tail of its logs
-against ``jobs/exit-spec.yaml`` and give a phrase, a type, a reason, a solution and the lines
-that matched. Pure Python (the caller reads the logs).
+against ``jobs/exit-spec.yaml`` and give a phrase, a type, a reason, a solution, the lines that
+matched and the one that matters most (``quote``: the last match, e.g. a traceback's last line).
+Pure Python: the caller reads the logs, and masks the job's secrets in them first.
 """
 
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -26,6 +28,7 @@ class Rule:
     reason: str
     solution: str
     stopped: bool | None = None
+    signaled: bool | None = None  # the exit code says a signal ended the process (128 + n)
     exit_codes: tuple[int, ...] = ()
     diagnostics: tuple[re.Pattern[str], ...] = ()
     patterns: tuple[re.Pattern[str], ...] = ()
@@ -40,6 +43,7 @@ class Explanation:
     solution: str
     exit_code: int | None
     lines: list[str] = field(default_factory=list)
+    quote: str = ""  # the log line that matters most, quoted in the reason
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -53,6 +57,7 @@ def _rule(raw: dict[str, Any]) -> Rule:
         reason=str(raw["reason"]),
         solution=str(raw["solution"]),
         stopped=raw.get("stopped"),
+        signaled=raw.get("signaled"),
         exit_codes=tuple(int(c) for c in raw.get("exitCodes", [])),
         diagnostics=tuple(re.compile(p) for p in raw.get("diagnostics", [])),
         patterns=tuple(re.compile(p, re.MULTILINE) for p in raw.get("patterns", [])),
@@ -67,26 +72,46 @@ def rules(path: Path = SPEC_PATH) -> tuple[Rule, ...]:
 def _matches(
     rule: Rule, code: int | None, diagnostics: str, stopped: bool, log: str
 ) -> tuple[list[str], dict[str, str]] | None:
-    """(matched lines, named groups) when ``rule`` explains the exit, else None."""
+    """(matched lines, named groups of the last match) when ``rule`` explains the exit."""
     if rule.stopped is not None and rule.stopped != stopped:
+        return None
+    if rule.signaled is not None and rule.signaled != (signal_of(code) is not None):
         return None
     if rule.exit_codes and code not in rule.exit_codes:
         return None
     if rule.diagnostics and not any(p.search(diagnostics) for p in rule.diagnostics):
         return None
-    lines: list[str] = []
-    groups: dict[str, str] = {}
-    for pattern in rule.patterns:
-        for found in pattern.finditer(log):
-            lines.append(found.group(0).strip())
-            groups = {**{k: v for k, v in found.groupdict().items() if v}, **groups}
-            if len(lines) >= MAX_LINES:
-                break
-    if rule.patterns and not lines:
+    found = sorted(
+        (m for pattern in rule.patterns for m in pattern.finditer(log)), key=lambda m: m.start()
+    )
+    if rule.patterns and not found:
         return None
-    if not (rule.stopped or rule.exit_codes or rule.diagnostics or rule.patterns):
+    if not (rule.stopped or rule.signaled or rule.exit_codes or rule.diagnostics or found):
         return None
+    # The last matches: the end of the log is nearest to why the task ended.
+    lines = [_line(m) for m in found[-MAX_LINES:]]
+    groups = {k: v.strip() for k, v in found[-1].groupdict().items() if v} if found else {}
     return lines, groups
+
+
+def _line(match: re.Match[str]) -> str:
+    """What a match quotes: its ``quote`` group (e.g. a traceback's last line) or all of it,
+    with the path of the task's own scripts shortened (``/work/…/user.sh: line 3: …``)."""
+    text = (match.groupdict().get("quote") or match.group(0)).strip()
+    return SCRIPT_PATH.sub(r"\1", text)
+
+
+SCRIPT_PATH = re.compile(r"^\S*/((?:user|bootstrap)\.sh:)")
+
+
+def signal_of(code: int | None) -> signal.Signals | None:
+    """The signal an exit code of ``128 + n`` stands for, if n is one."""
+    if code is None or not 128 < code < 128 + 65:
+        return None
+    try:
+        return signal.Signals(code - 128)
+    except ValueError:
+        return None
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
@@ -104,7 +129,8 @@ def explain(
         if found is None:
             continue
         lines, groups = found
-        values = {"code": str(exit_code), **groups}
+        quote = lines[-1] if lines else ""
+        values = {"code": str(exit_code), **_signal_values(exit_code), **groups, "quote": quote}
         return Explanation(
             rule.id,
             _fill(rule.phrase, values),
@@ -113,6 +139,7 @@ def explain(
             _fill(rule.solution, values),
             exit_code,
             lines,
+            quote,
         )
     what = f"exit code {exit_code}" if exit_code is not None else "no exit code"
     return Explanation(
@@ -124,3 +151,8 @@ def explain(
         exit_code,
         [],
     )
+
+
+def _signal_values(code: int | None) -> dict[str, str]:
+    sig = signal_of(code)
+    return {"signal": str(sig.value), "signame": sig.name} if sig else {}

@@ -40,7 +40,7 @@ from jobs.models import Job, JobAttempt, JobEvent, Task
 from jobs.protocol import render_registry_auth
 from jobs.runtime import JobContext, bootstrap_script, task_environment, task_files
 from jobs.runtime.context import context_for
-from jobs.runtime.observe import exit_changes
+from jobs.runtime.observe import exit_changes, protocols_of_finishing
 from jobs.states import LIVE_TASK_STATES, JobState, TaskState
 
 log = logging.getLogger(__name__)
@@ -295,9 +295,16 @@ def observe(backend: Backend, report: PassReport) -> None:
         obs = seen.get(task.backend_ref) or Observation(task.backend_ref, TaskPhase.GONE)
         changes = changes_for(task, obs)
         if changes:
-            # jobs.runtime (issue 4): a task that ends gets the exit spec's phrase and reason.
-            changes.update(exit_changes(backend, task.backend_ref, changes, task.stop_requested))
             changed.append((task, changes))
+    # jobs.runtime (issue 4): a task that ends gets the exit spec's phrase and reason, read
+    # from its log with the secrets of its job masked (one query for the jobs' protocols).
+    protocols = protocols_of_finishing(changed)
+    for task, changes in changed:
+        protocol = protocols.get(task.job_id)
+        if protocol is not None:
+            changes.update(
+                exit_changes(backend, task.backend_ref, changes, task.stop_requested, protocol)
+            )
     if changed:
         save_changes(changed, report)
 

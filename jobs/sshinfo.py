@@ -2,7 +2,9 @@
 fingerprint (OpenSSH's ``SHA256:...``) and the ``ssh`` command line to paste.
 
 The ssh plugin's sshd (``jobs.runtime.ssh.SSHD``) listens on the task's ``ssh`` port and lets
-in the task's own user: the portal's user on the local backend, the image's (root) in a pod."""
+in the task's own user: the portal's user on the local backend, the image's (root) in a pod.
+Whether it started is what the task's bootstrap said in its log (``sshd_state``): a command is
+shown only for a task whose sshd listens, else why nobody can ssh in and how to get sshd."""
 
 from __future__ import annotations
 
@@ -10,12 +12,39 @@ import base64
 import binascii
 import getpass
 import hashlib
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
+from clusters.backends.base import Backend
+from jobs import plugins
 from jobs.models import Job, Task
+
+# What the bootstrap's ssh step writes to stderr (``jobs.runtime.ssh``), near the log's start.
+SSHD_LISTENS = re.compile(rb"^\[portal\] ssh: sshd \(pid \d+\) listens on port \d+", re.M)
+SSHD_NOT_STARTED = re.compile(
+    rb"^\[portal\] ssh: (no sshd in the image|sshd not started: [^\n]*|sshd did not start)", re.M
+)
+LOG_HEAD_BYTES = 64 * 1024
+HOW_TO_GET_SSHD = (
+    "to ssh into a task, run it in an image with sshd (the openssh-server package), with the "
+    "ssh plugin on (jobSSH) and an ssh port in the task role's ports (ssh: 1)"
+)
+
+
+@dataclass(frozen=True)
+class SshdState:
+    """``listening``, ``not started`` (``why`` says why), ``starting`` (not said yet) or
+    ``not running`` (the task is not)."""
+
+    status: str
+    why: str = ""
+
+
+STARTING = SshdState("starting", "the task has not started its sshd yet")
 
 
 def key_file_name(job: Job) -> str:
@@ -55,26 +84,106 @@ def ssh_command(key: str, ip: str, port: int | None) -> str | None:
     return f"ssh -i {key} -p {port} {ssh_user()}@{ip}"
 
 
-def task_ssh(task: Task, key: str) -> dict[str, Any]:
+def task_ssh(task: Task, key: str, sshd: SshdState | None = None) -> dict[str, Any]:
     ip = task.ip or task.address
     port = ssh_port(task)
-    return {
+    command = ssh_command(key, ip, port)
+    row = {
         "taskRole": task.role,
         "taskIndex": task.index,
         "taskState": task.state,
         "containerIp": ip or None,
         "containerSshPort": port,
-        "sshCommand": ssh_command(key, ip, port),
+        "sshCommand": command,
     }
+    if sshd is not None:
+        listening = sshd.status == "listening"
+        row["sshCommand"] = command if listening else None
+        row["sshd"] = sshd.status
+        row["sshdNote"] = "" if listening else sshd.why
+    return row
 
 
-def ssh_info(job: Job, tasks: Iterable[Task]) -> dict[str, Any]:
+def ssh_info(
+    job: Job, tasks: Iterable[Task], states: Mapping[int, SshdState] | None = None
+) -> dict[str, Any]:
     """Per task its IP, SSH port (the ``ssh`` port label, else None) and command, with the
-    fingerprint of the job's key (None while the job has no key)."""
+    fingerprint of the job's key (None while the job has no key). With ``states`` (from
+    ``sshd_states``) a task gets its sshd's state, and a command only while its sshd listens."""
     key = key_file_name(job)
-    return {
+    info = {
         "keyPairName": key,
         "keyFingerprint": fingerprint(job.ssh_public_key or ""),
         "publicKey": job.ssh_public_key or None,
-        "tasks": [task_ssh(t, key) for t in sorted(tasks, key=lambda t: (t.role, t.index))],
+        "tasks": [
+            task_ssh(t, key, None if states is None else states.get(t.id, NOT_RUNNING))
+            for t in sorted(tasks, key=lambda t: (t.role, t.index))
+        ],
     }
+    if states is not None:
+        info["howToGetSshd"] = HOW_TO_GET_SSHD
+    return info
+
+
+NOT_RUNNING = SshdState("not running", "the task is not running")
+
+
+def sshd_states(job: Job, tasks: Iterable[Task], backend: Backend) -> dict[int, SshdState]:
+    """The sshd of each running task, by task id: without the ssh plugin none is started;
+    else what the task's bootstrap said in its log. At most ``MAX_LOG_READS`` logs are read
+    per call (on Kubernetes each is an API call); the tasks left over stay ``starting`` until
+    a later call, as the answers already read are kept."""
+    jobssh, user_key = plugins.ssh_options(job.protocol)
+    off = SshdState("not started", "the job's ssh plugin is off (no jobSSH, no user key)")
+    states = {}
+    reads = 0
+    for task in sorted(tasks, key=lambda t: (t.role, t.index)):
+        if task.state != "RUNNING":
+            continue
+        if not (jobssh or user_key):
+            states[task.id] = off
+        elif ssh_port(task) is None:
+            states[task.id] = SshdState("not started", "the task role has no ssh port")
+        elif (backend.name, task.backend_ref) in _known or reads < MAX_LOG_READS:
+            reads += (backend.name, task.backend_ref) not in _known
+            states[task.id] = sshd_state(backend, task.backend_ref)
+        else:
+            states[task.id] = STARTING
+    return states
+
+
+MAX_LOG_READS = 16
+
+
+def sshd_state(backend: Backend, ref: str) -> SshdState:
+    """What the task's bootstrap said of its sshd. A final answer is kept (per process, for
+    the last ``KNOWN_MAX`` tasks): a task's log never unsays it, and the live page asks often."""
+    key = (backend.name, ref)
+    state = _known.get(key) or _said(backend, ref)
+    if state is not STARTING:
+        if len(_known) >= KNOWN_MAX:
+            _known.pop(next(iter(_known)))
+        _known[key] = state
+    return state
+
+
+KNOWN_MAX = 4096
+_known: dict[tuple[str, str], SshdState] = {}
+
+
+def _said(backend: Backend, ref: str) -> SshdState:
+    if not ref:
+        return STARTING
+    head = b""
+    for stream in ("stderr", "stdout"):  # Kubernetes has both in stdout
+        try:
+            data = backend.read_log_head(ref, stream, LOG_HEAD_BYTES)
+        except Exception:  # a log that cannot be read says nothing (yet)
+            data = b""
+        head += data + b"\n"
+    if SSHD_LISTENS.search(head):
+        return SshdState("listening")
+    found = SSHD_NOT_STARTED.search(head)
+    if found:
+        return SshdState("not started", found.group(1).decode("utf-8", "replace"))
+    return STARTING

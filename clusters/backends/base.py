@@ -190,6 +190,11 @@ class Backend(Protocol):
         """The task's ``stdout`` or ``stderr``; the last ``tail_bytes`` when given."""
         ...
 
+    def read_log_head(self, ref: str, stream: str, head_bytes: int) -> bytes:
+        """The first ``head_bytes`` of the task's ``stdout`` or ``stderr`` (what the bootstrap
+        said while it set the task up, e.g. whether sshd started)."""
+        ...
+
     def capacity(self) -> Capacity: ...
 
     def shell(self, ref: str) -> ShellSpec | TerminalSession | None:

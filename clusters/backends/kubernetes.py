@@ -268,7 +268,15 @@ class KubernetesBackend:
             data = self._log(ref, tail_bytes)
         return data[-tail_bytes:]
 
-    def _log(self, ref: str, tail_lines: int | None) -> bytes:
+    def read_log_head(self, ref: str, stream: str, head_bytes: int) -> bytes:
+        """The start of the pod's log (``limitBytes``); stderr is in it, as ``stdout``."""
+        if stream not in STREAMS:
+            raise ValueError(f"stream must be one of {STREAMS}, not {stream!r}")
+        if stream == "stderr" or head_bytes <= 0:
+            return b""
+        return self._log(ref, None, limit_bytes=head_bytes)[:head_bytes]
+
+    def _log(self, ref: str, tail_lines: int | None, limit_bytes: int | None = None) -> bytes:
         try:
             response = self._call(
                 f"log of {ref}",
@@ -277,6 +285,7 @@ class KubernetesBackend:
                 self.namespace,
                 container="main",
                 tail_lines=tail_lines,
+                limit_bytes=limit_bytes,
                 _preload_content=False,
             )
         except ApiException as exc:

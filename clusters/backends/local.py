@@ -234,6 +234,15 @@ class LocalBackend:
         except FileNotFoundError:
             return b""
 
+    def read_log_head(self, ref: str, stream: str, head_bytes: int) -> bytes:
+        if stream not in STREAMS:
+            raise ValueError(f"stream must be one of {STREAMS}, not {stream!r}")
+        try:
+            with (self._workdir(ref) / f"{stream}.log").open("rb") as f:
+                return f.read(max(0, head_bytes))
+        except FileNotFoundError:
+            return b""
+
     def shell(self, ref: str) -> ShellSpec | None:
         """A login-less shell in the task's directory with the task's own environment (read
         from its main process), as its own session with the pty as controlling terminal."""

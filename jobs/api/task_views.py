@@ -11,10 +11,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clusters.registry import get_backend
 from jobs.access import job_for
 from jobs.api.schemas import ERRORS, MessageSerializer
 from jobs.models import Job, JobAttempt, Task
-from jobs.sshinfo import ssh_info
+from jobs.sshinfo import ssh_info, sshd_states
 from jobs.tasklogs import read_task_log
 
 STREAMS = ("stdout", "stderr")
@@ -27,7 +28,14 @@ class TaskSshSerializer(serializers.Serializer[dict[str, object]]):
     taskState = serializers.CharField()
     containerIp = serializers.CharField(allow_null=True)
     containerSshPort = serializers.IntegerField(allow_null=True)
-    sshCommand = serializers.CharField(allow_null=True)
+    sshCommand = serializers.CharField(
+        allow_null=True, help_text="null unless the task runs and its sshd listens"
+    )
+    sshd = serializers.ChoiceField(
+        ["listening", "starting", "not started", "not running"],
+        help_text="what the task's bootstrap said of its sshd; not running: the task is not",
+    )
+    sshdNote = serializers.CharField(help_text="why nobody can ssh in (empty when one can)")
 
 
 class SshInfoSerializer(serializers.Serializer[dict[str, object]]):
@@ -35,6 +43,7 @@ class SshInfoSerializer(serializers.Serializer[dict[str, object]]):
     keyFingerprint = serializers.CharField(allow_null=True)
     publicKey = serializers.CharField(allow_null=True)
     tasks = TaskSshSerializer(many=True)
+    howToGetSshd = serializers.CharField()
 
 
 class JobSshView(APIView):
@@ -46,7 +55,7 @@ class JobSshView(APIView):
         job = job_for(request.user, username, name)
         attempt = JobAttempt.objects.filter(job=job).order_by("-number").first()
         tasks = list(attempt.tasks.all()) if attempt else []
-        return Response(ssh_info(job, tasks))
+        return Response(ssh_info(job, tasks, sshd_states(job, tasks, get_backend())))
 
 
 class TagSerializer(serializers.Serializer[dict[str, str]]):

@@ -2,32 +2,49 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Any
 
 from clusters.backends.base import Backend
 from jobs import exitspec
+from jobs.models import Job
+from jobs.protocol import SecretMasker, secret_masker
 from jobs.states import TaskState
 
 FINISHED = (TaskState.FAILED, TaskState.STOPPED)
 
+# What a backend says of every exit ("exited with code 1", Kubernetes' "Error: ..."): the
+# reason already gives the code, so only diagnostics that say more are kept after the phrase.
+PLAIN_EXIT = re.compile(r"(?:Error: )?(?:exited with code \d+|killed by signal \d+ \(\w+\))")
 
-def read_tail(backend: Backend, ref: str) -> str:
-    """The last ~64 KB of the task's stderr then stdout (nothing when the backend cannot say)."""
+
+def read_tail(backend: Backend, ref: str, mask: SecretMasker) -> str:
+    """The last ~64 KB of the task's stderr then stdout, the job's secrets masked (also one
+    that the cut splits), or nothing when the backend cannot say."""
+    size = exitspec.LOG_TAIL_BYTES
     texts = []
     for stream in ("stderr", "stdout"):
         try:
-            data = backend.read_log(ref, stream, exitspec.LOG_TAIL_BYTES)
+            data = backend.read_log(ref, stream, size + mask.margin)
         except Exception:  # a log that cannot be read must not stop the reconcile pass
             data = b""
-        texts.append(data.decode("utf-8", "replace"))
+        texts.append(mask(data, start=max(0, len(data) - size)).decode("utf-8", "replace"))
     return "\n".join(texts)
 
 
+def protocols_of_finishing(changed: Iterable[tuple[Any, dict[str, Any]]]) -> dict[int, Any]:
+    """The protocol of the job of each task that ``changed`` finishes, by job id: one query."""
+    ids = {task.job_id for task, changes in changed if changes.get("state") in FINISHED}
+    return dict(Job.objects.filter(id__in=ids).values_list("id", "protocol")) if ids else {}
+
+
 def exit_changes(
-    backend: Backend, ref: str, changes: dict[str, Any], stopped: bool
+    backend: Backend, ref: str, changes: dict[str, Any], stopped: bool, protocol: dict[str, Any]
 ) -> dict[str, Any]:
     """Extra fields for a task whose ``changes`` finish it: ``exit_spec``, and diagnostics
-    that start with the phrase (so the job's reason carries it)."""
+    that start with the phrase and quote the log line that matters (so the job's reason
+    carries them)."""
     state = changes.get("state")
     if state not in FINISHED:
         return {}
@@ -36,10 +53,21 @@ def exit_changes(
     found = exitspec.explain(
         code if isinstance(code, int) else None,
         diagnostics,
-        read_tail(backend, ref) if ref else "",
+        read_tail(backend, ref, secret_masker(protocol)) if ref else "",
         stopped=state == TaskState.STOPPED or stopped,
     )
     if found is None:
         return {}
-    text = found.phrase if not diagnostics else f"{found.phrase}: {diagnostics}"
-    return {"exit_spec": found.as_dict(), "diagnostics": text}
+    return {"exit_spec": found.as_dict(), "diagnostics": sentence(found, diagnostics)}
+
+
+def sentence(found: exitspec.Explanation, diagnostics: str) -> str:
+    """``Python exception ValueError — "ValueError: bad input"``: the phrase, the quoted log
+    line, then what the backend said when it says more than the exit code."""
+    text = found.phrase
+    if found.quote:
+        text += f' — "{found.quote}"'
+    extra = diagnostics.strip()
+    if extra and not PLAIN_EXIT.fullmatch(extra) and extra.lower() not in text.lower():
+        text += f"; {extra}" if found.quote else f": {extra}"
+    return text

@@ -15,6 +15,18 @@ fails writes ``[portal] callback <name> failed with exit code <n>`` to stderr an
 task with exit code 202; with ``ignore`` it says so and the task goes on. Exports made by the
 start steps are seen by the later ones (they share one shell); ``ignore`` callbacks and the
 exit steps run in subshells.
+
+The role's commands run as OpenPAI's runtime runs them: joined by newlines into one script,
+``$PAI_WORK_DIR/user.sh`` (mode 0700: it may hold rendered secrets), written by the bootstrap
+itself (a quoted here-document, so it works on every backend) and run by ``bash`` as a process
+of its own, without errexit (users who want it write ``set -e``). Where the image has no bash
+on PATH it runs under ``/bin/sh`` and the log says so. The task's exit code is that script's
+status, i.e. its last command's. It inherits the exported variables and the working directory
+of the steps before it (not their unexported variables or functions, as in OpenPAI, where the
+user's commands are a script of their own). It runs in the background while the bootstrap
+waits for it, so that a SIGTERM to the bootstrap alone (Kubernetes signals the container's
+first process) is passed on to its process group before the exit steps run; as an
+asynchronous command it starts with SIGINT ignored and stdin from ``/dev/null``.
 """
 
 from __future__ import annotations
@@ -87,6 +99,11 @@ EXIT_HEAD = """portal_exit() {
   trap - EXIT
   trap '' TERM INT
   set +e
+  if [ -n "${portal_user_pid:-}" ]; then
+    kill -s TERM 0 2>/dev/null  # the user script and what it started (TERM is ignored here)
+    wait "$portal_user_pid" 2>/dev/null
+    portal_user_pid=""
+  fi
   if [ "$portal_code" -ne 0 ]; then
     case "$portal_step" in
       callback:*)
@@ -130,9 +147,44 @@ def bootstrap_script(ctx: JobContext, role: str, env: dict[str, str]) -> str:
         parts.append(start_callback(callback))
     parts.append(start_step("preCommands", commands.pre_commands))
     parts.append(start_step("cmd plugin preCommands", cmd_pre))
-    parts.append(start_step("commands", commands.commands))
-    parts.append('portal_step=""\nexit 0\n')
+    parts.append(user_script(commands.commands))
     return "".join(parts)
+
+
+# The role's commands as ``user.sh``, run by bash (else /bin/sh, said in the log) as a process
+# of its own; its status is the task's exit code (``portal_exit`` reports a non-zero one).
+USER_SCRIPT = """portal_step=commands
+portal_user="$PAI_WORK_DIR/user.sh"
+(umask 077 && rm -f "$portal_user" && cat > "$portal_user" && chmod 700 "$portal_user") \\
+  <<'%(delimiter)s' || { portal_say "could not write $portal_user"; exit 1; }
+%(body)s%(delimiter)s
+portal_shell=$(command -v bash 2>/dev/null) || portal_shell=""
+case "$portal_shell" in /*) ;; *) portal_shell="" ;; esac
+if [ -z "$portal_shell" ]; then
+  portal_shell=/bin/sh
+  portal_say "no bash on PATH ($PATH): the commands run under /bin/sh, without bash's features"
+fi
+"$portal_shell" "$portal_user" &
+portal_user_pid=$!
+portal_rc=0
+wait "$portal_user_pid" || portal_rc=$?
+portal_user_pid=""
+exit "$portal_rc"
+"""
+
+
+def user_script(commands: list[str]) -> str:
+    text = body(commands)
+    return USER_SCRIPT % {"delimiter": delimiter_for(text), "body": text}
+
+
+def delimiter_for(text: str) -> str:
+    """A here-document delimiter that occurs nowhere in ``text``."""
+    delimiter, n = "PORTAL_USER_SH", 0
+    while delimiter in text:
+        n += 1
+        delimiter = f"PORTAL_USER_SH_{n}"
+    return delimiter
 
 
 def barrier(env: dict[str, str], timeout: int) -> str:

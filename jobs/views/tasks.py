@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from clusters.registry import get_backend
 from jobs.models import Job, Task
-from jobs.sshinfo import ssh_info, ssh_user
+from jobs.sshinfo import SshdState, ssh_info, ssh_user, sshd_states
 
 WEB_LABELS = ("jupyter", "tensorboard", "http", "https", "web", "ui", "notebook", "vscode")
 
@@ -22,13 +24,19 @@ def port_links(task: Task) -> list[tuple[str, int, str]]:
     return links
 
 
-def ssh_panel(job: Job, tasks: list[Task]) -> dict[str, Any] | None:
-    """The SSH details of the running tasks that have an ``ssh`` port, and a config snippet."""
+def ssh_panel(
+    job: Job, tasks: list[Task], states: Mapping[int, SshdState] | None = None
+) -> dict[str, Any] | None:
+    """The SSH details of the running tasks that have an ``ssh`` port: the command where the
+    task's sshd listens (``states``, read from the tasks' logs when not given), else why nobody
+    can ssh in; and a config snippet for the tasks one can ssh into."""
     if not job.ssh_public_key:
         return None
     running = [t for t in tasks if t.state == "RUNNING"]
-    info = ssh_info(job, running)
-    rows = [row for row in info["tasks"] if row["sshCommand"]]
+    if states is None:
+        states = sshd_states(job, running, get_backend())
+    info = ssh_info(job, running, states)
+    rows = [row for row in info["tasks"] if row["containerIp"] and row["containerSshPort"]]
     if not rows:
         return None
     key, user = info["keyPairName"], ssh_user()
@@ -37,5 +45,7 @@ def ssh_panel(job: Job, tasks: list[Task]) -> dict[str, Any] | None:
         f"  HostName {r['containerIp']}\n  Port {r['containerSshPort']}\n  User {user}\n"
         f"  IdentityFile ~/.ssh/{key}\n  StrictHostKeyChecking accept-new\n"
         for r in rows
+        if r["sshCommand"]
     )
-    return {**info, "tasks": rows, "config": config}
+    no_sshd = any(r["sshd"] == "not started" for r in rows)
+    return {**info, "tasks": rows, "config": config, "no_sshd": no_sshd}

@@ -221,6 +221,8 @@ class Handler(BaseHTTPRequestHandler):
         if "tailLines" in query:
             lines = data.splitlines(keepends=True)
             data = b"".join(lines[-int(query["tailLines"]) :])
+        if "limitBytes" in query:
+            data = data[: int(query["limitBytes"])]
         self.send_bytes(200, data, "text/plain")
 
     def exec_session(self, name: str) -> None:

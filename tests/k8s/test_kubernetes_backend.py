@@ -218,6 +218,15 @@ def test_read_log_returns_the_pods_log_and_its_tail(k8s, cluster: FakeCluster):
     assert b"".join(k8s.follow_log(refs[0])) == cluster.logs[name]
 
 
+def test_read_log_head_asks_for_the_start_of_the_pods_log_only(k8s, cluster: FakeCluster):
+    refs = launch_all(k8s)
+    name = name_of(refs[0])
+    cluster.set_status(name, running("10.1.2.3", "node-a"))
+    cluster.logs[name] = b"".join(b"line %d\n" % i for i in range(1000))
+    assert k8s.read_log_head(refs[0], "stdout", 14) == b"line 0\nline 1\n"
+    assert k8s.read_log_head(refs[0], "stderr", 14) == b""  # it is in stdout
+
+
 def test_capacity_sums_the_schedulable_nodes_jobs_may_use(k8s, cluster: FakeCluster):
     cluster.nodes = [
         node("a", {"pool": "jobs", "gpu-portal/gpu-type": "V100"}, "7800m", "32Gi", "4"),

@@ -7,10 +7,11 @@ from django.test import Client
 
 from jobs import lifecycle
 from jobs.models import Job, JobAttempt, Task
-from jobs.sshinfo import ssh_user
+from jobs.sshinfo import SshdState, ssh_user
 from jobs.views.tasks import port_links, ssh_panel
 from tests.jobs.helpers import reconcile_until, settle
 from tests.jobs.samples import hello_job
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -26,9 +27,9 @@ def test_web_port_labels_become_links():
 
 def test_the_ssh_panel_has_a_command_per_running_task_and_a_config():
     job = Job(name="train", ssh_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB x")
-    running = Task(role="w", index=0, state="RUNNING", ip="10.0.0.5", ports={"ssh": [2222]})
-    done = Task(role="w", index=1, state="SUCCEEDED", ip="10.0.0.6", ports={"ssh": [2223]})
-    panel = ssh_panel(job, [running, done])
+    running = Task(id=1, role="w", index=0, state="RUNNING", ip="10.0.0.5", ports={"ssh": [2222]})
+    done = Task(id=2, role="w", index=1, state="SUCCEEDED", ip="10.0.0.6", ports={"ssh": [2223]})
+    panel = ssh_panel(job, [running, done], {1: SshdState("listening")})
     assert panel is not None
     assert [t["sshCommand"] for t in panel["tasks"]] == [
         f"ssh -i train.id_ed25519 -p 2222 {ssh_user()}@10.0.0.5"
@@ -43,8 +44,14 @@ def test_a_running_job_shows_its_ssh_panel_and_key_link(web, alice, backend):
     )
     job = lifecycle.submit(alice, text)
     reconcile_until(backend, lambda: Task.objects.filter(state="RUNNING").exists())
-    body = web.get("/jobs/alice~hello/").content.decode()
-    assert "ssh -i hello.id_ed25519 -p " in body
+    # The command shows once the task's sshd listens (/usr/sbin/sshd on this machine).
+    body = wait_for(
+        lambda: (
+            (page := web.get("/jobs/alice~hello/").content.decode())
+            and "ssh -i hello.id_ed25519 -p " in page
+            and page
+        )
+    )
     assert "/jobs/alice~hello/ssh-key/" in body
     assert 'class="port-link"' in body
     lifecycle.stop(job, alice)
