@@ -18,6 +18,7 @@ CODES = {
     413: "RequestTooLargeError",
     415: "UnsupportedMediaTypeError",
     429: "TooManyRequestsError",
+    503: "ServiceUnavailable",
 }
 
 
