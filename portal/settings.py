@@ -71,7 +71,11 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        env_str("DATABASE_URL", "") or f"sqlite:///{VAR_DIR / 'portal.sqlite3'}", conn_max_age=60
+        env_str("DATABASE_URL", "") or f"sqlite:///{VAR_DIR / 'portal.sqlite3'}",
+        conn_max_age=60,
+        # A kept connection is checked before a request reuses it: one the server ended (a
+        # restart, a failover, an idle timeout) is replaced instead of failing that request.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
