@@ -10,10 +10,12 @@ all live tasks in one call.
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
+
+LOG_CHUNK_BYTES = 1024 * 1024  # what one step of a log download holds in memory
 
 
 class TaskPhase(enum.StrEnum):
@@ -188,6 +190,13 @@ class Backend(Protocol):
 
     def read_log(self, ref: str, stream: str, tail_bytes: int | None = None) -> bytes:
         """The task's ``stdout`` or ``stderr``; the last ``tail_bytes`` when given."""
+        ...
+
+    def log_chunks(
+        self, ref: str, stream: str, chunk_bytes: int = LOG_CHUNK_BYTES
+    ) -> Iterator[bytes]:
+        """The task's whole ``stdout`` or ``stderr`` in chunks of at most ``chunk_bytes``, read
+        as they are sent: a log of any size costs the caller one chunk of memory."""
         ...
 
     def capacity(self) -> Capacity: ...
