@@ -46,6 +46,18 @@ class _Flow:
         self.may_send.set()
 
 
+def _register(request: Any, flow: _Flow) -> bool:
+    """Whether ``flow`` now hears when the connection is full (not when it is gone already,
+    or another producer holds it: the body is then written without waiting)."""
+    if request.channel is None:
+        return False
+    try:
+        request.registerProducer(flow, True)
+    except (ValueError, RuntimeError):
+        return False
+    return True
+
+
 def _daphne_request(send: Any) -> Any | None:
     """daphne's request behind ``send`` (``partial(server.handle_reply, request)``), or None
     under another server."""
@@ -82,12 +94,11 @@ class _OneRequest(WsgiToAsgiInstance):  # type: ignore[misc]
             self.sync_send = AsyncToSync(send)  # only a streaming response sends from the thread
             self.flow = _Flow()
             request = _daphne_request(send)
+            flowing = request is not None and _register(request, self.flow)
             try:
-                if request is not None and request.channel is not None:
-                    request.registerProducer(self.flow, True)
                 messages = await self.respond(body)
             finally:
-                if request is not None and request.producer is self.flow:
+                if flowing and request.producer is self.flow and request.channel is not None:
                     request.unregisterProducer()
             for message in messages:
                 await send(message)
