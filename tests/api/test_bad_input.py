@@ -275,3 +275,13 @@ def test_no_page_field_gives_a_500_and_a_400_names_the_field(alice, admin, index
                     if found:
                         failures.append(f"{method.upper()} {action} {found}")
     assert failures == [], "\n".join(failures)
+
+
+@pytest.mark.parametrize("path", ["/admin/auth/user/", "/admin/jobs/job/", "/admin/"])
+def test_django_admin_searches_and_filters_with_a_nul_get_a_400_that_names_them(admin, path):
+    browser = Client()
+    browser.force_login(admin)
+    for name in ("q", "o", "p"):
+        response = browser.get(path, {name: NUL})
+        assert failure(response, name, "NUL") is None
+        assert response.status_code == 400
