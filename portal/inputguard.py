@@ -3,40 +3,27 @@
 PostgreSQL refuses a NUL character in text, and a lone surrogate (JSON's ``"\\ud800"``) cannot
 be encoded at all: either one, in any filter, form field, path part or JSON value, used to end
 as a 500 wherever it reached the database or a response. This middleware checks the path's
-parts, the query string and form fields; JSON bodies are checked by ``portal.parsers``, a job's
-own text by the protocol (``jobs.protocol.characters``), with the job's paths in the message.
+parts, the query string and the forms of pages; the API's bodies are checked by its parsers
+(``portal.parsers``), a job's own text by the protocol (``jobs.protocol.characters``), with
+the job's paths in the message.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, QueryDict
 
-from jobs.protocol.characters import unstorable
 from portal.api import bad_request_response
+from portal.parsers import first_unstorable
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
-def first_unstorable(fields: Iterable[tuple[str, list[Any]]]) -> str | None:
-    """``name: why`` for the first field whose name or a value cannot be stored."""
-    for name, values in fields:
-        problem = unstorable(name)
-        if problem:
-            return f"the field name {json.dumps(name[:60])} {problem}"
-        for value in values:
-            problem = unstorable(value) if isinstance(value, str) else None
-            if problem:
-                return f"{name}: {problem}"
-    return None
-
-
 def form_fields(request: HttpRequest) -> QueryDict:
-    """The request's form: Django reads it only for POST; DRF parses a PUT's or a PATCH's
-    itself, so it is read here from the body (kept for DRF) when it is URL-encoded."""
+    """The request's form: Django reads it only for POST; a PUT's or a PATCH's is read here
+    from the body when it is URL-encoded."""
     if request.method == "POST":
         return request.POST
     if request.content_type == FORM_TYPES[0]:
@@ -56,6 +43,9 @@ class InputGuardMiddleware:
     ) -> HttpResponse | None:
         problem = first_unstorable((name, [value]) for name, value in kwargs.items())
         problem = problem or first_unstorable(request.GET.lists())
-        if not problem and request.content_type in FORM_TYPES and request.method != "GET":
+        # An API view's body is read by its own parsers (``portal.parsers`` check forms too):
+        # read here, a job file sent as a form (``curl -d @job.yaml``) would be taken apart.
+        api_view = getattr(view, "cls", None) is not None  # DRF's as_view() sets it
+        if not (problem or api_view) and request.content_type in FORM_TYPES:
             problem = first_unstorable(form_fields(request).lists())
         return bad_request_response(request, problem) if problem else None

@@ -1,24 +1,38 @@
-"""The API's JSON parser: DRF's, refusing with a 400 that names the field what no field may
-hold (NUL, lone surrogates: see ``portal.inputguard``), integers too long for Python to
-convert, and JSON nested deeper than any of our fields (Python's parser raised RecursionError
-on 20,000 levels: a 500). Imports nothing that reads DRF's settings (it is one of them)."""
+"""The API's parsers: DRF's, refusing with a 400 that names the field what no field may hold
+(NUL, lone surrogates: see ``portal.inputguard``), and in JSON integers too long for Python to
+convert and nesting deeper than any of our fields (Python's parser raised RecursionError on
+20,000 levels: a 500). Imports nothing that reads DRF's settings (they name these classes)."""
 
 from __future__ import annotations
 
 import codecs
 import json
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import DataAndFiles, FormParser, JSONParser, MultiPartParser
 
-from jobs.protocol.characters import check_characters, unstorable_value
+from jobs.protocol.characters import check_characters, unstorable, unstorable_value
 from jobs.protocol.errors import Issues
 
 MAX_JSON_DEPTH = 32  # our deepest field (a job's JSON) nests far less
 MAX_DIGITS = sys.get_int_max_str_digits() or 4300
+
+
+def first_unstorable(fields: Iterable[tuple[str, list[Any]]]) -> str | None:
+    """``name: why`` for the first field whose name or a value cannot be stored."""
+    for name, values in fields:
+        problem = unstorable(name)
+        if problem:
+            return f"the field name {json.dumps(name[:60])} {problem}"
+        for value in values:
+            problem = unstorable(value) if isinstance(value, str) else None
+            if problem:
+                return f"{name}: {problem}"
+    return None
 
 
 class _LongInteger(str):
@@ -57,3 +71,25 @@ class SafeJSONParser(JSONParser):
         if issues:
             raise ParseError("; ".join(str(issue) for issue in issues.items))
         return data
+
+
+class SafeFormParser(FormParser):
+    """DRF's form parser, refusing a field that holds NUL (400, naming the field)."""
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        data = super().parse(stream, media_type, parser_context)
+        problem = first_unstorable(data.lists())
+        if problem:
+            raise ParseError(problem)
+        return data
+
+
+class SafeMultiPartParser(MultiPartParser):
+    """DRF's multipart parser, refusing a field that holds NUL (400, naming the field)."""
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        parsed: DataAndFiles = super().parse(stream, media_type, parser_context)
+        problem = first_unstorable(parsed.data.lists())
+        if problem:
+            raise ParseError(problem)
+        return parsed

@@ -160,8 +160,8 @@ REST_FRAMEWORK = {
     # too deeply (portal.parsers).
     "DEFAULT_PARSER_CLASSES": [
         "portal.parsers.SafeJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
+        "portal.parsers.SafeFormParser",
+        "portal.parsers.SafeMultiPartParser",
     ],
     # Per-user limits; a caller over them gets 429 with Retry-After.
     "DEFAULT_THROTTLE_CLASSES": [

@@ -285,3 +285,13 @@ def test_django_admin_searches_and_filters_with_a_nul_get_a_400_that_names_them(
         response = browser.get(path, {name: NUL})
         assert failure(response, name, "NUL") is None
         assert response.status_code == 400
+
+
+def test_a_job_file_sent_as_a_form_body_is_read_whole_not_taken_apart(token):
+    """``curl -d @job.yaml`` sends the file as a form: it is the job's text, not form fields
+    (a ``%00`` in it is no NUL, and its ``&&`` split nothing)."""
+    text = hello_job("sent-with-curl-d", command="printf '%005d' 7 && echo a && echo b")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    form_type = "application/x-www-form-urlencoded"
+    response = client.post("/api/v2/jobs", text, content_type=form_type)
+    assert response.status_code == 202, response.content
