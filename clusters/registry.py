@@ -18,6 +18,7 @@ def get_backend() -> Backend:
             settings.LOCAL_TASK_ROOT,
             host_ip=settings.LOCAL_TASK_IP,
             stop_grace_seconds=settings.LOCAL_STOP_GRACE_SECONDS,
+            log_max_bytes=settings.LOCAL_TASK_LOG_MAX_BYTES,
         )
     if settings.CLUSTER_BACKEND == "kubernetes":
         return kubernetes_backend()

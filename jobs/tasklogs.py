@@ -1,8 +1,11 @@
 """A task's log as people read it: the job page's tails, the log page and its download, and the
-API's task logs all read through ``read_task_log``, which masks every secret of the job."""
+API's task logs all read through here, which masks every secret of the job. A whole log is
+streamed chunk by chunk (``task_log_chunks``): a 1 GiB log once made the web process grow by
+5 GB; a tail is read whole, at most ``MAX_TAIL_BYTES``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from clusters.registry import get_backend
@@ -12,17 +15,28 @@ if TYPE_CHECKING:
     from clusters.backends.base import Backend
     from jobs.models import Job
 
+MAX_TAIL_BYTES = 16 * 1024 * 1024
+
 
 def read_task_log(
-    job: Job, ref: str, stream: str, tail: int | None = None, backend: Backend | None = None
+    job: Job, ref: str, stream: str, tail: int, backend: Backend | None = None
 ) -> bytes:
-    """The task's ``stream`` (its last ``tail`` bytes when given) with each secret value of
-    ``job`` as ``******``, also one that the tail's first byte cuts in two."""
+    """The last ``tail`` bytes (at most ``MAX_TAIL_BYTES``) of the task's ``stream``, with each
+    secret value of ``job`` as ``******``, also one that the tail's first byte cuts in two."""
+    if tail > MAX_TAIL_BYTES:
+        raise ValueError(f"a tail is at most {MAX_TAIL_BYTES} bytes, not {tail}")
     mask = secret_masker(job.protocol)
     backend = backend or get_backend()
-    if tail is None:
-        return mask(backend.read_log(ref, stream))
     if tail == 0:
         return b""
     data = backend.read_log(ref, stream, tail + mask.margin)
     return mask(data, start=max(0, len(data) - tail))
+
+
+def task_log_chunks(
+    job: Job, ref: str, stream: str, backend: Backend | None = None
+) -> Iterator[bytes]:
+    """The task's whole ``stream`` in chunks, each secret value of ``job`` as ``******``, also
+    one that a chunk's end cuts in two."""
+    mask = secret_masker(job.protocol)
+    return mask.chunks((backend or get_backend()).log_chunks(ref, stream))

@@ -18,6 +18,7 @@ CODES = {
     413: "RequestTooLargeError",
     415: "UnsupportedMediaTypeError",
     429: "TooManyRequestsError",
+    503: "ServiceUnavailable",
 }
 
 
@@ -67,8 +68,6 @@ def bad_request(request: Any, exception: Exception) -> Any:
     runs, e.g. when the CSRF check reads a form larger than the limit: says why, as OpenPAI's
     JSON error under ``/api/`` and as a page elsewhere."""
     from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
-    from django.http import JsonResponse
-    from django.shortcuts import render
 
     if isinstance(exception, RequestDataTooBig):
         message = too_big_message()
@@ -76,6 +75,14 @@ def bad_request(request: Any, exception: Exception) -> Any:
         message = f"the request has too many fields: {exception}"
     else:
         message = "the request could not be read"
+    return bad_request_response(request, message)
+
+
+def bad_request_response(request: Any, message: str) -> Any:
+    """A 400 saying ``message``: OpenPAI's JSON error under ``/api/``, a page elsewhere."""
+    from django.http import JsonResponse
+    from django.shortcuts import render
+
     if request.path.startswith("/api/"):
         return JsonResponse({"code": "BadRequestError", "message": message}, status=400)
     return render(request, "400.html", {"message": message}, status=400)

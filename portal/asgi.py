@@ -16,6 +16,9 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from jobs.routing import websocket_urlpatterns  # noqa: E402
 from portal.httpapp import WsgiOverAsgi  # noqa: E402
+from portal.longrequests import install as answer_long_request_lines  # noqa: E402
+
+answer_long_request_lines()  # a 414, not a dropped connection, for a 1 MB query string
 
 application = ProtocolTypeRouter(
     {

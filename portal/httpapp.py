@@ -7,10 +7,16 @@ machine. Our views and middlewares are all sync, so the request is handed to one
 the response is built there whole (streamed chunk by chunk only when it streams) and sent back
 as one body message, with its Content-Length, so that daphne writes it in one go.
 WebSockets keep the ASGI path (``portal.asgi``).
+
+A streamed body (a task's log download) waits while the connection's send buffer is full:
+daphne writes what it is sent into Twisted's buffer at once, so a 1 GiB log to a slow client
+ended up in memory whole. Twisted pauses and resumes a producer registered on daphne's request
+(``_Flow``) as its buffer fills and drains; the thread that streams waits on it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from tempfile import SpooledTemporaryFile
 from typing import Any
@@ -20,6 +26,44 @@ from asgiref.wsgi import WsgiToAsgiInstance
 
 Message = dict[str, Any]
 BODY_IN_MEMORY = 65536  # a larger request body goes to a temporary file first
+STALLED_SECONDS = 120.0  # a client that takes nothing of a streamed body this long is dropped
+
+
+class _Flow:
+    """A Twisted push producer that only says whether the connection may take more."""
+
+    def __init__(self) -> None:
+        self.may_send = threading.Event()
+        self.may_send.set()
+
+    def pauseProducing(self) -> None:  # noqa: N802 - Twisted's interface
+        self.may_send.clear()
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        self.may_send.set()
+
+    def stopProducing(self) -> None:  # noqa: N802
+        self.may_send.set()
+
+
+def _register(request: Any, flow: _Flow) -> bool:
+    """Whether ``flow`` now hears when the connection is full (not when it is gone already,
+    or another producer holds it: the body is then written without waiting)."""
+    if request.channel is None:
+        return False
+    try:
+        request.registerProducer(flow, True)
+    except (ValueError, RuntimeError):
+        return False
+    return True
+
+
+def _daphne_request(send: Any) -> Any | None:
+    """daphne's request behind ``send`` (``partial(server.handle_reply, request)``), or None
+    under another server."""
+    args = getattr(send, "args", ())
+    request = args[0] if args else None
+    return request if callable(getattr(request, "registerProducer", None)) else None
 
 
 class WsgiOverAsgi:
@@ -48,7 +92,15 @@ class _OneRequest(WsgiToAsgiInstance):  # type: ignore[misc]
             self.body_size = body.tell()
             body.seek(0)
             self.sync_send = AsyncToSync(send)  # only a streaming response sends from the thread
-            for message in await self.respond(body):
+            self.flow = _Flow()
+            request = _daphne_request(send)
+            flowing = request is not None and _register(request, self.flow)
+            try:
+                messages = await self.respond(body)
+            finally:
+                if flowing and request.producer is self.flow and request.channel is not None:
+                    request.unregisterProducer()
+            for message in messages:
                 await send(message)
 
     @sync_to_async
@@ -67,6 +119,8 @@ class _OneRequest(WsgiToAsgiInstance):  # type: ignore[misc]
             if getattr(result, "streaming", False):
                 self.sync_send(self.response_start)
                 for chunk in result:
+                    if not self.flow.may_send.wait(STALLED_SECONDS):
+                        break  # the client takes nothing: end the body here
                     self.sync_send({"type": "http.response.body", "body": chunk, "more_body": True})
                 return [{"type": "http.response.body", "body": b""}]
             content = b"".join(result)

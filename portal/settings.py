@@ -48,6 +48,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "portal.inputguard.InputGuardMiddleware",
+    "portal.unavailable.ServiceUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -72,7 +74,11 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        env_str("DATABASE_URL", "") or f"sqlite:///{VAR_DIR / 'portal.sqlite3'}", conn_max_age=60
+        env_str("DATABASE_URL", "") or f"sqlite:///{VAR_DIR / 'portal.sqlite3'}",
+        conn_max_age=60,
+        # A kept connection is checked before a request reuses it: one the server ended (a
+        # restart, a failover, an idle timeout) is replaced instead of failing that request.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -169,6 +175,13 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
+    # JSON refused with a 400 naming the field when it holds NUL or a lone surrogate, or nests
+    # too deeply (portal.parsers).
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.parsers.SafeJSONParser",
+        "portal.parsers.SafeFormParser",
+        "portal.parsers.SafeMultiPartParser",
+    ],
     # Per-user limits; a caller over them gets 429 with Retry-After.
     "DEFAULT_THROTTLE_CLASSES": [
         "portal.throttling.UserRateThrottle",
@@ -196,6 +209,9 @@ LOCAL_TASK_IP = env_str("LOCAL_TASK_IP", "127.0.0.1")
 TASK_BARRIER_TIMEOUT_SECONDS = env_int("TASK_BARRIER_TIMEOUT_SECONDS", 600, minimum=1)
 DEBUG_KEEP_HOURS = env_int("DEBUG_KEEP_HOURS", 24, minimum=1)
 LOCAL_STOP_GRACE_SECONDS = env_float("LOCAL_STOP_GRACE_SECONDS", 10.0)
+# What one task may write to each of its stdout and stderr logs on the local backend; past it
+# the output is dropped (the task runs on) and the log ends with a line that says so.
+LOCAL_TASK_LOG_MAX_BYTES = env_int("LOCAL_TASK_LOG_MAX_BYTES", 1024**3, minimum=1)
 # How long the work dirs (and logs) of finished attempts stay on the local backend.
 LOCAL_KEEP_FINISHED_HOURS = env_int("LOCAL_KEEP_FINISHED_HOURS", 7 * 24, minimum=0)
 TERMINAL_IDLE_SECONDS = env_int("TERMINAL_IDLE_SECONDS", 900, minimum=5)

@@ -6,11 +6,16 @@ the rate (a minute for ``1200/minute``) has one counter in the cache, incremente
 Redis one script call per request (Django's ``add`` and ``incr`` make three round trips, a
 sixth of a submission's time), on other caches ``add`` then ``incr``. A client may use its whole
 allowance at the end of one window and again at the start of the next.
+
+Without Redis the limit fails open: requests are let through (a read must not fail because a
+counter cannot be kept), and a warning is logged once per ``WARN_EVERY_SECONDS``, not per call.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
+import threading
 import time
 from typing import Any
 
@@ -18,7 +23,11 @@ from django.core.cache import BaseCache, caches
 from django.core.cache.backends.redis import RedisCache
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from redis.exceptions import RedisError
 from rest_framework import throttling
+
+log = logging.getLogger(__name__)
+WARN_EVERY_SECONDS = 60.0
 
 
 @functools.cache
@@ -60,6 +69,41 @@ def count(key: str, seconds: int) -> int:
         return 1
 
 
+class _OnceInAWhile:
+    """Says yes at most once per ``seconds`` (for a warning that would otherwise repeat)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.next_at = 0.0
+        self.lock = threading.Lock()
+
+    def due(self) -> bool:
+        with self.lock:
+            now = time.monotonic()
+            if now < self.next_at:
+                return False
+            self.next_at = now + self.seconds
+            return True
+
+
+_warn_unavailable = _OnceInAWhile(WARN_EVERY_SECONDS)
+
+
+def count_or_none(key: str, seconds: int) -> int | None:
+    """``count``, or None when the cache cannot be reached (logged once in a while)."""
+    try:
+        return count(key, seconds)
+    except (RedisError, OSError) as exc:
+        if _warn_unavailable.due():
+            log.warning(
+                "API rate limits are not enforced: the cache is unreachable (%s); "
+                "requests are let through until it answers (said at most every %.0f s)",
+                exc,
+                WARN_EVERY_SECONDS,
+            )
+        return None
+
+
 @receiver(setting_changed)
 def _settings_changed(setting: str, **kwargs: Any) -> None:
     if setting == "CACHES":  # tests swap the cache
@@ -85,7 +129,8 @@ class WindowCounter(throttling.SimpleRateThrottle):
         self.now = self.timer()
         window = int(self.now // self.duration)
         self.window_ends = (window + 1) * self.duration
-        return count(f"{key}:{window}", int(self.duration) + 1) <= self.num_requests
+        seen = count_or_none(f"{key}:{window}", int(self.duration) + 1)
+        return seen is None or seen <= self.num_requests
 
     def wait(self) -> float:
         return max(self.window_ends - self.now, 1.0)

@@ -10,10 +10,12 @@ all live tasks in one call.
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
+
+LOG_CHUNK_BYTES = 1024 * 1024  # what one step of a log download holds in memory
 
 
 class TaskPhase(enum.StrEnum):
@@ -193,6 +195,13 @@ class Backend(Protocol):
     def read_log_head(self, ref: str, stream: str, head_bytes: int) -> bytes:
         """The first ``head_bytes`` of the task's ``stdout`` or ``stderr`` (what the bootstrap
         said while it set the task up, e.g. whether sshd started)."""
+        ...
+
+    def log_chunks(
+        self, ref: str, stream: str, chunk_bytes: int = LOG_CHUNK_BYTES
+    ) -> Iterator[bytes]:
+        """The task's whole ``stdout`` or ``stderr`` in chunks of at most ``chunk_bytes``, read
+        as they are sent: a log of any size costs the caller one chunk of memory."""
         ...
 
     def capacity(self) -> Capacity: ...

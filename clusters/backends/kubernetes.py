@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from clusters.backends import k8s_manifests as m
 from clusters.backends.base import (
+    LOG_CHUNK_BYTES,
     Capacity,
     Observation,
     Placement,
@@ -294,6 +295,30 @@ class KubernetesBackend:
             raise
         return bytes(response.data)
 
+    def log_chunks(
+        self, ref: str, stream: str, chunk_bytes: int = LOG_CHUNK_BYTES
+    ) -> Iterator[bytes]:
+        """The pod's log streamed from the API server (not loaded whole); Kubernetes
+        interleaves stdout and stderr: both come as ``stdout``."""
+        if stream not in STREAMS:
+            raise ValueError(f"stream must be one of {STREAMS}, not {stream!r}")
+        if stream == "stderr":
+            return iter(())
+        try:
+            response = self._call(
+                f"log of {ref}",
+                self.core.read_namespaced_pod_log,
+                ref.rpartition("/")[2],
+                self.namespace,
+                container="main",
+                _preload_content=False,
+            )
+        except ApiException as exc:
+            if exc.status in (400, 404):  # not started yet, or gone
+                return iter(())
+            raise
+        return _streamed(response, chunk_bytes)
+
     def follow_log(self, ref: str) -> Iterator[bytes]:
         """The pod's log as it grows, until the container ends (or the connection does)."""
         response = self._call(
@@ -361,3 +386,11 @@ def _role_labels(roles: set[str]) -> dict[str, str]:
         clash = sum(1 for other in roles if simple[other] == simple[role]) > 1
         out[role] = plain[role] if clash or not simple[role] else simple[role].rstrip("-")
     return out
+
+
+def _streamed(response: Any, chunk_bytes: int) -> Iterator[bytes]:
+    """An unread urllib3 response's body in chunks; its connection released at the end."""
+    try:
+        yield from response.stream(chunk_bytes)
+    finally:
+        response.release_conn()

@@ -27,8 +27,10 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
+from typing import BinaryIO
 
 from clusters.backends.base import (
+    LOG_CHUNK_BYTES,
     Capacity,
     Observation,
     Placement,
@@ -40,6 +42,7 @@ from clusters.backends.base import (
     check_file_path,
 )
 from clusters.backends.localproc import (
+    DEFAULT_LOG_MAX_BYTES,
     TaskRecord,
     describe_exit,
     free_ports,
@@ -64,11 +67,16 @@ class LocalBackend:
     name = "local"
 
     def __init__(
-        self, root: Path | str, host_ip: str = "127.0.0.1", stop_grace_seconds: float = 10.0
+        self,
+        root: Path | str,
+        host_ip: str = "127.0.0.1",
+        stop_grace_seconds: float = 10.0,
+        log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
     ) -> None:
         self.root = Path(root)
         self.host_ip = host_ip
         self.stop_grace_seconds = stop_grace_seconds
+        self.log_max_bytes = log_max_bytes  # per stream of a task; the rest is dropped
 
     # -- placement and launch ---------------------------------------------------------------
 
@@ -99,7 +107,8 @@ class LocalBackend:
             workdir.mkdir(parents=True)
             (workdir / "bootstrap.sh").write_text(task.script)
             write_files(workdir, task.files)
-            wrapper_pid, pid = spawn_detached(workdir, self._environment(task, workdir, gpus))
+            env = self._environment(task, workdir, gpus)
+            wrapper_pid, pid = spawn_detached(workdir, env, self.log_max_bytes)
             record = TaskRecord(
                 pid=pid,
                 pgid=pid,
@@ -242,6 +251,18 @@ class LocalBackend:
                 return f.read(max(0, head_bytes))
         except FileNotFoundError:
             return b""
+
+    def log_chunks(
+        self, ref: str, stream: str, chunk_bytes: int = LOG_CHUNK_BYTES
+    ) -> Iterator[bytes]:
+        if stream not in STREAMS:
+            raise ValueError(f"stream must be one of {STREAMS}, not {stream!r}")
+        path = self._workdir(ref) / f"{stream}.log"
+        try:
+            log = path.open("rb")
+        except FileNotFoundError:
+            return iter(())
+        return _chunks_of(log, chunk_bytes)
 
     def shell(self, ref: str) -> ShellSpec | None:
         """A login-less shell in the task's directory with the task's own environment (read
@@ -397,3 +418,11 @@ def _parse_time(value: str | None) -> datetime | None:
         return datetime.fromisoformat(value)
     except ValueError:
         return None
+
+
+def _chunks_of(log: BinaryIO, chunk_bytes: int) -> Iterator[bytes]:
+    """The file's chunks up to its end as it is when read; closed at the end or when the
+    consumer stops early."""
+    with log:
+        while chunk := log.read(chunk_bytes):
+            yield chunk

@@ -22,16 +22,48 @@ from typing import Any
 # It prints its own pid, then the task's pid: the task runs in a session (and process group) of
 # its own, so that signalling the task's group never reaches this shell, which always outlives
 # the task to record its exit code atomically and to kill what the task left behind in its group.
+#
+# The task writes its stdout and stderr into pipes; a reader per stream (in this shell's group,
+# so a stop signal to the task never reaches it) copies at most ``$1`` bytes into the log file.
+# Past that it writes the cap line once and reads on to the end, dropping what comes: the task
+# keeps running and never gets SIGPIPE. ``head`` stops after cap + 1 bytes, which says whether
+# the output went past the cap (the log is then cut back to the cap), and writes what each read
+# brings at once (``stdbuf -o0``: else stdio held back the last 4 KiB of a live log's tail).
+# A reader whose pipe never got a writer (the task did not start) is released by opening the
+# pipe read-write once. The exit code is written once both readers are done (or 10 s after the
+# task ended, should a process that escaped the task's group still hold a pipe), so that a log
+# read after it is whole.
 WRAPPER = """\
 echo $$
 exec 3>&1 >/dev/null 2>&1 </dev/null
+cap() {
+  stdbuf -o0 head -c $(($1 + 1)) >"$2"
+  if [ "$(wc -c <"$2")" -gt "$1" ]; then
+    truncate -s "$1" "$2"
+    printf '\\n[portal] log capped at %s bytes: the rest of the output was dropped\\n' "$1" >>"$2"
+    cat >/dev/null
+  fi
+  : >"$2.done"
+}
+rm -f stdout.pipe stderr.pipe stdout.log.done stderr.log.done
+mkfifo stdout.pipe stderr.pipe
+cap "$1" stdout.log <stdout.pipe 3>&- &
+cap "$1" stderr.log <stderr.pipe 3>&- &
 setsid /bin/sh -c 'echo $$ >&3; printf %s $$ >pgid
-exec /bin/sh ./bootstrap.sh >stdout.log 2>stderr.log </dev/null 3>&-'
+exec /bin/sh ./bootstrap.sh >stdout.pipe 2>stderr.pipe </dev/null 3>&-'
 code=$?
 pgid=$(cat pgid)
 [ -n "$pgid" ] && [ "$pgid" != $$ ] && kill -s KILL -- "-$pgid"
+exec 4<>stdout.pipe 5<>stderr.pipe
+exec 4>&- 5>&-
+n=0
+until [ -e stdout.log.done ] && [ -e stderr.log.done ] || [ $n -ge 100 ]; do
+  sleep 0.1; n=$((n + 1))
+done
+rm -f stdout.pipe stderr.pipe stdout.log.done stderr.log.done
 printf %s "$code" >exit_code.tmp && mv -f exit_code.tmp exit_code
 """
+DEFAULT_LOG_MAX_BYTES = 1024**3  # per stream; LOCAL_TASK_LOG_MAX_BYTES
 
 
 @dataclass
@@ -107,10 +139,13 @@ def is_alive(pid: int | None, start_time: int | None) -> bool:
     return stat is not None and stat[0] not in ("Z", "X", "x") and stat[1] == start_time
 
 
-def spawn_detached(workdir: Path, env: dict[str, str]) -> tuple[int, int | None]:
-    """Start ``workdir/bootstrap.sh`` detached; return the wrapper's pid and the task's pid."""
+def spawn_detached(
+    workdir: Path, env: dict[str, str], log_max_bytes: int = DEFAULT_LOG_MAX_BYTES
+) -> tuple[int, int | None]:
+    """Start ``workdir/bootstrap.sh`` detached, each of its output streams capped at
+    ``log_max_bytes`` in its log; return the wrapper's pid and the task's pid."""
     proc = subprocess.Popen(
-        ["setsid", "-f", "/bin/sh", "-c", WRAPPER],
+        ["setsid", "-f", "/bin/sh", "-c", WRAPPER, "wrapper", str(log_max_bytes)],
         cwd=workdir,
         env=env,
         stdin=subprocess.DEVNULL,

@@ -76,9 +76,10 @@ def integer(params: Any, name: str, default: int, low: int, high: int) -> int:
     if raw in (None, ""):
         return default
     try:
-        value = int(raw)
+        value = int(raw)  # a ValueError too when it has more digits than Python converts
     except ValueError:
-        raise ValidationError({name: f"must be an integer, got {raw!r}"}) from None
+        shown = raw if len(raw) <= 20 else f"{raw[:20]}... ({len(raw)} characters)"
+        raise ValidationError({name: f"must be an integer, got {shown!r}"}) from None
     if not low <= value <= high:
         raise ValidationError({name: f"must be between {low} and {high}, got {value}"})
     return value

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -16,7 +16,7 @@ from jobs.access import job_for
 from jobs.api.schemas import ERRORS, MessageSerializer
 from jobs.models import Job, JobAttempt, Task
 from jobs.sshinfo import ssh_info, sshd_states
-from jobs.tasklogs import read_task_log
+from jobs.tasklogs import MAX_TAIL_BYTES, read_task_log, task_log_chunks
 
 STREAMS = ("stdout", "stderr")
 MAX_TAGS = 64
@@ -120,8 +120,14 @@ def tail_param(request: Request) -> int | None:
     raw = request.query_params.get("tail")
     if raw in (None, ""):
         return None
-    if not raw.isdigit() or int(raw) > 2**31:
-        raise serializers.ValidationError({"tail": f"a number of bytes >= 0, got {raw!r}"})
+    if not raw.isdigit() or len(raw) > 10 or int(raw) > MAX_TAIL_BYTES:
+        shown = raw if len(raw) <= 20 else f"{raw[:20]}... ({len(raw)} characters)"
+        raise serializers.ValidationError(
+            {
+                "tail": f"a number of bytes from 0 to {MAX_TAIL_BYTES}, got {shown!r} "
+                "(without tail the whole log comes, streamed)"
+            }
+        )
     return int(raw)
 
 
@@ -130,23 +136,28 @@ class TaskLogView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("tail", OpenApiTypes.INT, description="only the last N bytes"),
+            OpenApiParameter(
+                "tail", OpenApiTypes.INT, description="only the last N bytes (at most 16 MiB)"
+            ),
             OpenApiParameter("stream", OpenApiTypes.STR, OpenApiParameter.PATH, enum=STREAMS),
         ],
         responses={(200, "text/plain"): OpenApiResponse(OpenApiTypes.STR), **ERRORS},
     )
     def get(
         self, request: Request, username: str, name: str, attempt: int, task: str, stream: str
-    ) -> HttpResponse:
+    ) -> HttpResponse | StreamingHttpResponse:
         job = job_for(request.user, username, name)
         tail = tail_param(request)
         role, _, index = task.rpartition("-")
-        if stream not in STREAMS or not index.isdigit():
+        if stream not in STREAMS or not index.isdigit() or len(index) > 9:
             raise Http404(f"no log {task}/{stream}")
         row = Task.objects.filter(
             attempt__job=job, attempt__number=attempt, role=role, index=int(index)
         ).first()
         if row is None or not row.backend_ref:
             raise Http404(f"no task {task} in attempt {attempt} of {job.name}")
+        if tail is None:  # the whole log, streamed: it may be 1 GiB
+            chunks = task_log_chunks(job, row.backend_ref, stream)
+            return StreamingHttpResponse(chunks, content_type="text/plain; charset=utf-8")
         body = read_task_log(job, row.backend_ref, stream, tail)
         return HttpResponse(body, content_type="text/plain; charset=utf-8")

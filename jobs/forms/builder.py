@@ -57,7 +57,8 @@ class RoleInput:
 def number(text: str) -> int | str:
     """An integer when the text is one (the protocol checks ranges), else the text itself."""
     text = text.strip()
-    return int(text) if re.fullmatch(r"-?\d+", text) else text
+    # Up to 18 digits; longer stays text (too long for int(), and the protocol says why).
+    return int(text) if re.fullmatch(r"-?\d{1,18}", text) else text
 
 
 def pairs(text: str) -> dict[str, Any]:

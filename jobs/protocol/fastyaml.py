@@ -92,7 +92,10 @@ def load_noting(text: str, loader: yaml.SafeLoader) -> tuple[Any, list[Found] | 
     if kind & _KEY or not kind & (_MAP | _SEQ | _VAL):
         raise Unsupported
     builder = _Builder(handle, loader)
-    data = builder.node(root, kind, 0, "")
+    try:
+        data = builder.node(root, kind, 0, "")
+    except UnicodeDecodeError:  # an escaped lone surrogate ("\ud800"): PyYAML makes it a str
+        raise Unsupported from None
     plain = builder.plain and _SIZE(handle) < MAX_PLAIN_NODES
     return data, builder.found if plain else None
 

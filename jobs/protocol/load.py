@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.protocol.characters import check_characters, may_hold_unstorable
 from jobs.protocol.errors import Issues, ProtocolError, show
 from jobs.protocol.jobenvs import job_env_warnings
 from jobs.protocol.parse import parse_job
@@ -28,7 +29,7 @@ def load_job(text: str | bytes) -> LoadedJob:
     """Parse and check a job file (v1 JSON, v2 YAML or v2 JSON); raises ProtocolError only."""
     try:
         document, sources = parse_job(text)
-        return _normalise(document, sources)
+        return _normalise(document, sources, may_hold_unstorable(text))
     except ProtocolError:
         raise
     except RecursionError:
@@ -49,14 +50,27 @@ def normalise(document: object) -> LoadedJob:
         raise ProtocolError.single("", f"{INTERNAL} ({type(exc).__name__})") from exc
 
 
-def _normalise(document: object, sources: dict[str, str] | None = None) -> LoadedJob:
-    """``sources``: from ``parse_job``, which vouches that the document is plain already."""
+def refuse_unstorable(document: object) -> None:
+    """A ProtocolError naming every string with a NUL or a lone surrogate, before any other
+    check could quote one in a message (which could not be sent either)."""
+    issues = Issues()
+    check_characters(document, issues)
+    issues.raise_if_any()
+
+
+def _normalise(
+    document: object, sources: dict[str, str] | None = None, unstorable: bool = True
+) -> LoadedJob:
+    """``sources``: from ``parse_job``, which vouches that the document is plain already;
+    ``unstorable``: whether the document may hold a NUL or a lone surrogate."""
     issues = Issues()
     if sources is None:
-        doc, sources = to_plain(document, issues)
+        doc, sources = to_plain(document, issues)  # bounded, without cycles, from here on
         issues.raise_if_any()
     else:
         doc = document
+    if unstorable:
+        refuse_unstorable(doc)
     if not isinstance(doc, dict):
         raise ProtocolError.single(
             "", f"a job must be an object (a mapping of fields), got {show(doc)}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from jobs.protocol.references import REFERENCE
@@ -77,6 +77,32 @@ class SecretMasker:
             position = match.end()
         pieces.append(data[position:])
         return b"".join(pieces)
+
+    def chunks(self, parts: Iterable[bytes]) -> Iterator[bytes]:
+        """``self(b"".join(parts))``, chunk by chunk, holding back at most the bytes a secret
+        cut by a chunk's end may still need (``margin`` - 1, or up to the end of a secret
+        that starts before them): a secret split across chunks is masked whole."""
+        if self.pattern is None:
+            yield from parts
+            return
+        keep = self.margin - 1
+        carry = b""
+        for part in parts:
+            data = carry + part
+            cut = len(data) - keep  # every secret starting before here ends inside data
+            if cut <= 0:
+                carry = data
+                continue
+            for match in self.pattern.finditer(data):
+                if match.start() >= cut:
+                    break
+                cut = max(cut, match.end())  # never cut a secret in two
+            carry = data[cut:]
+            masked = self(data[:cut])
+            if masked:
+                yield masked
+        if carry:
+            yield self(carry)
 
 
 def secret_masker(job: dict[str, Any]) -> SecretMasker:

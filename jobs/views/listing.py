@@ -62,7 +62,8 @@ class Filters:
 
 
 def positive(text: str | None, default: int) -> int:
-    return int(text) if text and text.isdigit() and int(text) > 0 else default
+    # At most 9 digits: a 5,000-digit page number is too long for int() (a ValueError).
+    return int(text) if text and text.isdigit() and len(text) <= 9 and int(text) > 0 else default
 
 
 def filters_of(request: HttpRequest) -> Filters:

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 
 from jobs.access import job_for
 from jobs.models import Job, Task
 from jobs.states import LIVE_TASK_STATES
-from jobs.tasklogs import read_task_log
+from jobs.tasklogs import read_task_log, task_log_chunks
 
 STREAMS = ("stdout", "stderr")
 FOLLOW_TAIL_BYTES = 32 * 1024
@@ -15,7 +15,7 @@ FOLLOW_TAIL_BYTES = 32 * 1024
 
 def task_of(job: Job, attempt: int, task: str, stream: str) -> Task:
     role, _, index = task.rpartition("-")
-    if stream not in STREAMS or not index.isdigit():
+    if stream not in STREAMS or not index.isdigit() or len(index) > 9:
         raise Http404("no such log")
     row = Task.objects.filter(
         attempt__job=job, attempt__number=attempt, role=role, index=int(index)
@@ -28,11 +28,11 @@ def task_of(job: Job, attempt: int, task: str, stream: str) -> Task:
 @login_required
 def download_log(
     request: HttpRequest, username: str, name: str, attempt: int, task: str, stream: str
-) -> HttpResponse:
+) -> StreamingHttpResponse:
     job = job_for(request.user, username, name)
     row = task_of(job, attempt, task, stream)
-    body = read_task_log(job, row.backend_ref, stream)
-    response = HttpResponse(body, content_type="text/plain; charset=utf-8")
+    chunks = task_log_chunks(job, row.backend_ref, stream)  # streamed: a log may be 1 GiB
+    response = StreamingHttpResponse(chunks, content_type="text/plain; charset=utf-8")
     filename = f"{job.name}-a{attempt}-{task}.{stream}.log"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

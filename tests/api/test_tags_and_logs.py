@@ -86,7 +86,8 @@ def test_the_owner_reads_a_task_log_as_text(alice, finished):
     response = client_for(alice).get(LOG.format("stdout"))
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain")
-    assert "line-one\nline-two" in response.content.decode()
+    assert response.streaming  # the whole log is streamed, chunk by chunk
+    assert "line-one\nline-two" in response.getvalue().decode()
 
 
 def test_tail_keeps_only_the_last_bytes(alice, finished):

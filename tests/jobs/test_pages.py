@@ -90,7 +90,8 @@ def test_a_task_log_can_be_downloaded_whole(web, alice, backend):
     settle(backend, lifecycle.submit(alice, HELLO))
     response = web.get("/jobs/alice~hello/logs/0/main-0/stdout/")
     assert response.status_code == 200
-    assert response.content.strip().isdigit(), response.content
+    assert response.streaming
+    assert response.getvalue().strip().isdigit(), response.getvalue()
     assert "attachment" in response["Content-Disposition"]
 
 

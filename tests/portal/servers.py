@@ -1,0 +1,103 @@
+"""Real servers for the fault tests: a private redis-server that a test may stop and start (the
+shared one on 6379 is never touched), and the portal's ASGI app under daphne in a subprocess on
+the test database."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import redis
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if process.poll() is not None:
+                raise RuntimeError(f"{what} exited with {process.returncode}") from None
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not listen on {port}") from None
+            time.sleep(0.1)
+
+
+class RedisServer:
+    """A redis-server of the test's own on a free loopback port, without persistence."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        self.process = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1"]
+            + ["--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+        )
+        wait_for_port(self.port, self.process, "redis-server")
+        redis.Redis.from_url(self.url).ping()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+        self.process = None
+
+
+def database_url() -> str:
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@contextmanager
+def daphne(log_path: Path, **env: str) -> Iterator[str]:
+    """The portal under daphne on the test database; its base URL. Its output goes to
+    ``log_path``; ``env`` adds to (or overrides) the environment it gets."""
+    port = free_port()
+    full_env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "SECRET_KEY": settings.SECRET_KEY,  # sessions made by the test are valid there
+        "LOCAL_TASK_ROOT": str(settings.LOCAL_TASK_ROOT),
+        "CELERY_TASK_ALWAYS_EAGER": "False",
+        **env,
+    }
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+            + ["portal.asgi:application"],
+            env=full_env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_for_port(port, server, "daphne")
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.terminate()
+            server.wait(15)

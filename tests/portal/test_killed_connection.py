@@ -1,0 +1,66 @@
+"""A database connection killed between two requests (a PostgreSQL restart, a failover, an
+idle-session timeout) costs the web process nothing: the next request gets a new connection."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+from django.db import connection
+
+from portal.accounts.models import ApiToken
+from tests.portal.servers import ROOT, daphne
+from tests.waiting import wait_for
+
+
+def test_every_request_checks_its_reused_connection_before_using_it():
+    code = (
+        "import django, json; django.setup(); from django.conf import settings;"
+        "print(json.dumps(settings.DATABASES['default']['CONN_HEALTH_CHECKS']))"
+    )
+    for url in (os.environ.get("DATABASE_URL", ""), "sqlite:////tmp/portal-health.sqlite3"):
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", "DATABASE_URL": url},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert json.loads(run.stdout) is True
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="only PostgreSQL can end another's session"
+)
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_killed_between_requests_gives_no_500(alice, tmp_path: Path):
+    token = ApiToken.objects.issue(alice, 3600)[1]
+    app_name = f"portal-test-{uuid.uuid4().hex[:12]}"
+    api = requests.Session()
+    api.headers["Authorization"] = f"Bearer {token}"
+
+    def server_sessions() -> list[int]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", [app_name]
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    # libpq names the server's sessions after PGAPPNAME: only they are killed, no one else's.
+    with daphne(tmp_path / "daphne.log", PGAPPNAME=app_name) as base:
+        for path in ("/api/v2/jobs", "/api/v2/users/me", "/api/v2/info"):
+            assert api.get(base + path, timeout=30).status_code == 200
+            pids = wait_for(server_sessions)
+            with connection.cursor() as cursor:
+                for pid in pids:
+                    cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+            wait_for(lambda: not server_sessions())
+            answer = api.get(base + path, timeout=30)
+            assert answer.status_code == 200, answer.text[:300]
