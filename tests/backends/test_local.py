@@ -362,3 +362,25 @@ def test_task_directories_and_files_are_private_to_the_portals_user(tmp_path: Pa
     for name in names:
         assert (workdir / name).stat().st_mode & 0o777 == 0o600, name
     assert not [p for p in workdir.rglob("*") if p.stat().st_mode & 0o077], "group/other bits"
+
+
+def test_the_terminal_shell_writes_private_files_too(tmp_path: Path):
+    from jobs.terminal import PtySession
+
+    backend = LocalBackend(tmp_path)
+    ref = launch(backend, "sleep 30")
+    wait_for(lambda: phase_of(backend, ref) == TaskPhase.RUNNING)
+    spec = backend.shell(ref)
+    assert spec is not None
+    session = PtySession(spec)
+    try:
+        session.write(b"echo typed > typed.txt; echo done-$((6*7))\n")
+        seen = b""
+        while b"done-42" not in seen:
+            chunk = session.read(10)
+            assert chunk, f"the shell ended or said nothing: {seen!r}"
+            seen += chunk
+    finally:
+        session.close()
+        backend.stop([ref])
+    assert (tmp_path / ref / "typed.txt").stat().st_mode & 0o777 == 0o600
