@@ -75,7 +75,9 @@ async def test_job_news_flows_to_the_portals_own_origin(job, alice, async_client
         client, f"/ws/jobs/{job.id}/", b"http://localhost:8000"
     )
     assert connected
-    await get_channel_layer().group_send(group_name(job.id), {"type": "job.changed", "job": job.id})
+    layer = get_channel_layer()
+    assert type(layer).__name__ == "RedisChannelLayer"
+    await layer.group_send(group_name(job.id), {"type": "job.changed", "job": job.id})
     assert await communicator.receive_json_from(timeout=5) == {"changed": job.id}
     await communicator.disconnect()
 
