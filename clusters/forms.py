@@ -5,17 +5,27 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 
 from clusters.edit import quota_problems
-from clusters.models import VirtualCluster
+from clusters.models import DEFAULT_VIRTUAL_CLUSTER, VirtualCluster
 from clusters.quota import Limit
 
 
+class OptionalJSONField(forms.JSONField):
+    """A JSON field that shows nothing, not ``null``, when it holds no value."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return "" if value is None else super().prepare_value(value)
+
+
 class VirtualClusterForm(forms.ModelForm):
-    gpus = forms.JSONField(
+    gpus = OptionalJSONField(
         required=False,
-        help_text='GPUs guaranteed per type, e.g. {"V100": 4}; empty for no GPU limit.',
+        label="GPUs guaranteed",
+        widget=forms.TextInput(attrs={"placeholder": '{"V100": 4}'}),
+        help_text='GPUs guaranteed per type, e.g. {"V100": 4}; {} for none; empty for no GPU '
+        "limit.",
     )
 
     class Meta:
@@ -24,12 +34,28 @@ class VirtualClusterForm(forms.ModelForm):
             "name", "description", "cpu", "memory_mb", "gpus",
             "strict_fifo", "open_to_all", "members", "groups",
         ]  # fmt: skip
-        labels = {"cpu": "CPU guaranteed", "memory_mb": "Memory guaranteed (MB)"}
+        labels = {
+            "cpu": "CPU guaranteed",
+            "memory_mb": "Memory guaranteed (MB)",
+            "strict_fifo": "Strict FIFO",
+        }
+        widgets = {
+            "members": forms.CheckboxSelectMultiple,
+            "groups": forms.CheckboxSelectMultiple,
+            "description": forms.Textarea(attrs={"rows": 2}),
+        }
         help_texts = {
             "cpu": "Empty: not limited by this virtual cluster.",
             "open_to_all": "Every user may submit here (members and admins always may).",
             "strict_fifo": "A job that does not fit holds back every job behind it.",
         }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # No groups yet: no empty box, a line that says what to do (the template shows it).
+        self.no_groups = not Group.objects.exists()
+        if self.no_groups:
+            del self.fields["groups"]
 
     def clean_gpus(self) -> dict[str, int] | None:
         gpus = self.cleaned_data.get("gpus")
@@ -71,7 +97,8 @@ class UserAccessForm(forms.Form):
     virtual_clusters = forms.ModelMultipleChoiceField(
         VirtualCluster.objects.all(), required=False, widget=forms.CheckboxSelectMultiple
     )
+    # "default" is the empty choice (no default of their own), not listed a second time.
     default_vc = forms.ModelChoiceField(
-        VirtualCluster.objects.all(), required=False, label="Default virtual cluster",
-        empty_label="default",
+        VirtualCluster.objects.exclude(name=DEFAULT_VIRTUAL_CLUSTER).order_by("name"),
+        required=False, label="Default virtual cluster", empty_label=DEFAULT_VIRTUAL_CLUSTER,
     )  # fmt: skip

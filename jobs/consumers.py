@@ -1,15 +1,17 @@
-"""WebSocket consumers. The job page listens here and fetches its live part when told to."""
+"""WebSocket consumers. The job page and the job list listen here and fetch their live part
+when told to."""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from jobs.access import visible_jobs
+from jobs.access import listable_jobs, visible_jobs
 from jobs.news import group_name, queue_group_name
-from jobs.states import JobState
+from jobs.states import FINAL_JOB_STATES, JobState
 
 NOT_FOUND = 4404
 
@@ -61,3 +63,48 @@ class JobNewsConsumer(AsyncJsonWebsocketConsumer):
 
     async def queue_changed(self, event: dict[str, Any]) -> None:
         await self.send_json({"changed": self.job_id})
+
+
+MAX_LISTED = 100  # the job list's largest page
+
+
+class JobListNewsConsumer(AsyncJsonWebsocketConsumer):
+    """The job list's news: ``/ws/jobs/?ids=1,2,3`` sends ``{"changed": job_id}`` whenever one
+    of those jobs changes. Only the ids the user may see in lists are followed (the others are
+    ignored, as the list would not show them), and only those not ended yet; anonymous
+    visitors are closed with ``4404`` as on the job page."""
+
+    listening: tuple[str, ...] = ()
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.accept()
+            await self.close(code=NOT_FOUND)
+            return
+        asked = ids_of(self.scope.get("query_string", b""))
+        self.listening = tuple(group_name(i) for i in await self.followed(user, asked))
+        for group in self.listening:
+            await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept()
+
+    @database_sync_to_async
+    def followed(self, user: Any, asked: list[int]) -> list[int]:
+        jobs = listable_jobs(user).filter(id__in=asked).exclude(state__in=FINAL_JOB_STATES)
+        return list(jobs.values_list("id", flat=True))
+
+    async def disconnect(self, code: int) -> None:
+        for group in self.listening:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """Clients have nothing to say; anything they send is ignored."""
+
+    async def job_changed(self, event: dict[str, Any]) -> None:
+        await self.send_json({"changed": event["job"]})
+
+
+def ids_of(query_string: bytes) -> list[int]:
+    """The job ids of ``ids=1,2,3`` (at most ``MAX_LISTED``; anything else is ignored)."""
+    values = parse_qs(query_string.decode("latin-1")).get("ids", [""])[0]
+    return [int(i) for i in values.split(",") if i.isdigit() and len(i) < 19][:MAX_LISTED]

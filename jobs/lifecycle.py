@@ -22,7 +22,7 @@ from clusters.models import VirtualCluster
 from jobs import news
 from jobs.models import Job, JobAttempt, JobEvent, Task
 from jobs.plugins import storage
-from jobs.protocol import ProtocolError, load_job
+from jobs.protocol import SECRET_MASK, ProtocolError, load_job, masks_left
 from jobs.states import LIVE_TASK_STATES, JobState, can_move_job
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,8 @@ def submit(
     except ProtocolError as exc:
         raise SubmitError(400, issue_lines(exc)) from None
     protocol = loaded.job
+    if masks_left(protocol):
+        raise SubmitError(400, [masked_line(path) for path in masks_left(protocol)])
     too_many = port_problems(protocol)
     if too_many:
         raise SubmitError(400, too_many)
@@ -131,6 +133,13 @@ def admission_fields(protocol: dict[str, Any]) -> dict[str, Any]:
     from clusters.admission import job_fields
 
     return job_fields(protocol)
+
+
+def masked_line(path: str) -> str:
+    return (
+        f"{path}: still {SECRET_MASK}, the mask a clone or an export shows in place of the "
+        "secret: enter the secret again"
+    )
 
 
 def issue_lines(exc: ProtocolError) -> list[str]:

@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Redoc served from here: /api/docs/ works without internet
     "channels",
     "portal",
     "portal.accounts",
@@ -165,6 +166,7 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "GPU portal API",
     "DESCRIPTION": "OpenPAI-compatible REST API.",
     "VERSION": "0.1.0",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Jobs and the cluster.

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
+from drf_spectacular.views import SpectacularAPIView
 
 import portal.converters  # noqa: F401  (registers <username:...>)
 import portal.views
@@ -14,6 +14,8 @@ from portal.accounts.api import (
     TokensView,
     TokenView,
 )
+from portal.apidocs import ApiDocsView
+from portal.favicon import favicon
 
 api_auth = [
     path("authn/basic/login", LoginView.as_view()),
@@ -29,6 +31,7 @@ api_accounts = [
 
 urlpatterns = [
     path("", portal.views.home, name="home"),
+    path("favicon.ico", favicon, name="favicon"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
@@ -41,7 +44,7 @@ urlpatterns = [
     path("api/v2/", include("clusters.api_urls")),
     path("", include("clusters.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularRedocView.as_view(url_name="schema"), name="api-docs"),
+    path("api/docs/", ApiDocsView.as_view(), name="api-docs"),
 ]
 handler400 = "portal.api.bad_request"
 handler404 = "portal.api.not_found"

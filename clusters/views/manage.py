@@ -75,7 +75,11 @@ def users(request: HttpRequest) -> HttpResponse:
         User.objects.create_user(
             data["username"], password=data["password"], is_staff=data["is_staff"]
         )
-        messages.success(request, f"user {data['username']} created")
+        messages.success(
+            request,
+            f"User {data['username']} created. They may submit to the virtual clusters open to "
+            "all; give them others on their page (click their name).",
+        )
         return redirect("clusters:manage-users")
     people = User.objects.order_by("username").prefetch_related("virtual_clusters")
     people = people.select_related("default_vc__virtual_cluster")

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from typing import Any, cast
+
 from django import forms
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.files.uploadedfile import UploadedFile
 
 from clusters.models import VirtualCluster
@@ -26,6 +29,12 @@ class SubmitForm(forms.Form):
         required=False,
         help_text="Which of the job's deployments to use (default: defaults.deployment).",
     )
+
+    def __init__(self, *args: Any, user: AbstractBaseUser | AnonymousUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Exactly the virtual clusters admission lets ``user`` submit to.
+        field = cast(forms.ModelChoiceField, self.fields["virtual_cluster"])
+        field.queryset = VirtualCluster.objects.usable_by(user).order_by("name")
 
 
 class UploadForm(forms.Form):

@@ -40,7 +40,7 @@ ROLE_DEFAULTS = {
     "shm": "64",
     "ports": "",
     "min_failed": "1",
-    "min_succeeded": "",
+    "min_succeeded": "-1",
     "task_retry": "0",
 }
 
@@ -96,9 +96,14 @@ def roles_of(data: QueryDict) -> list[RoleInput]:
 
 
 def role_spec(role: RoleInput, image: bool) -> dict[str, Any]:
-    completion: dict[str, Any] = {"minFailedInstances": number(role.get("min_failed") or "1")}
-    if role.get("min_succeeded"):
-        completion["minSucceededInstances"] = number(role.get("min_succeeded"))
+    # As OpenPAI's own form writes them: a blank "min failed" is 1 (the first failure fails the
+    # job), a blank "min succeeded" is -1 (the job goes on until every task has ended), never
+    # the protocol's default of the role's instance count, which lets the first role to
+    # finish end the job and stop the others.
+    completion: dict[str, Any] = {
+        "minFailedInstances": number(role.get("min_failed") or "1"),
+        "minSucceededInstances": number(role.get("min_succeeded") or "-1"),
+    }
     spec: dict[str, Any] = {
         "instances": number(role.get("instances") or "1"),
         "completion": completion,

@@ -15,7 +15,13 @@ from jobs.protocol.render import (
     render_role,
 )
 from jobs.protocol.schema import json_schema
-from jobs.protocol.secrets import SECRET_MASK, SecretMasker, mask_secrets, secret_masker
+from jobs.protocol.secrets import (
+    SECRET_MASK,
+    SecretMasker,
+    mask_secrets,
+    masks_left,
+    secret_masker,
+)
 
 __all__ = [
     "MAX_JOB_BYTES",
@@ -30,6 +36,7 @@ __all__ = [
     "json_schema",
     "load_job",
     "mask_secrets",
+    "masks_left",
     "normalise",
     "render_callbacks",
     "render_registry_auth",

@@ -30,6 +30,23 @@ def mask_secrets(job: dict[str, Any]) -> dict[str, Any]:
     return masked
 
 
+def masks_left(job: dict[str, Any]) -> list[str]:
+    """The paths of the secret values that are still ``SECRET_MASK``: a cloned or exported
+    job submitted without entering its secrets again."""
+    secrets = job.get("secrets")
+    paths = [
+        f"secrets.{key}"
+        for key, value in (secrets.items() if isinstance(secrets, dict) else [])
+        if value == SECRET_MASK
+    ]
+    prereqs = job.get("prerequisites")
+    for index, prereq in enumerate(prereqs if isinstance(prereqs, list) else []):
+        auth = prereq.get("auth") if isinstance(prereq, dict) else None
+        if isinstance(auth, dict) and auth.get("password") == SECRET_MASK:
+            paths.append(f"prerequisites[{index}].auth.password")
+    return paths
+
+
 MIN_SECRET_CHARS = 4  # shorter values ("1", "yes") would mask half of every log
 
 

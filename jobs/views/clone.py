@@ -1,29 +1,18 @@
-"""Clone a job into the submit page (secrets to re-enter, a new name) and export its config."""
+"""Clone a job into the submit page (a new name, secrets masked to enter again, the text and
+the form filled) and export its config. The page's forms post to the submit page: a clone is
+submitted exactly as any other job, and a secret left masked is refused there."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 
 from jobs.access import job_for
 from jobs.forms import SubmitForm
+from jobs.forms.fill import fill_form
 from jobs.models import Job
-from jobs.protocol import SECRET_MASK, dump_yaml, mask_secrets
-from jobs.views.submit import page
-
-
-def blank_secrets(protocol: dict[str, Any]) -> dict[str, Any]:
-    """The masked job with each masked value replaced by an empty one to fill in."""
-    job = mask_secrets(protocol)
-    for key in job.get("secrets") or {}:
-        job["secrets"][key] = ""
-    for prereq in job.get("prerequisites") or []:
-        auth = prereq.get("auth") if isinstance(prereq, dict) else None
-        if isinstance(auth, dict) and auth.get("password") == SECRET_MASK:
-            auth["password"] = ""
-    return job
+from jobs.protocol import SECRET_MASK, dump_yaml, mask_secrets, masks_left
+from jobs.views.submit import page, submit_job
 
 
 def new_name(job: Job) -> str:
@@ -44,12 +33,26 @@ def new_name(job: Job) -> str:
 @login_required
 def clone_job(request: HttpRequest, username: str, name: str) -> HttpResponse:
     job = job_for(request.user, username, name)
-    protocol = blank_secrets(job.protocol)
+    if request.method == "POST":  # a page from before the forms said where to post
+        return submit_job(request)
+    protocol = mask_secrets(job.protocol)
     protocol["name"] = new_name(job)
     text = dump_yaml(protocol)
-    form = SubmitForm(initial={"text": text, "virtual_cluster": job.virtual_cluster.name})
-    has_secrets = bool(job.protocol.get("secrets"))
-    return page(request, text_form=form, cloned_from=job, has_secrets=has_secrets)
+    form = SubmitForm(
+        initial={"text": text, "virtual_cluster": job.virtual_cluster.name}, user=request.user
+    )
+    # The Form tab too, when the form can show the job (else it says why, as text -> form does).
+    filled = fill_form(protocol, vc=job.virtual_cluster.name)
+    return page(
+        request,
+        text_form=form,
+        builder=None if filled.cannot else filled.data(),
+        notes=filled.notes,
+        form_cannot=filled.cannot,
+        cloned_from=job,
+        masked=masks_left(protocol),
+        mask=SECRET_MASK,
+    )
 
 
 @login_required

@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString, mark_safe
 from clusters.models import VirtualCluster
 from jobs.access import listable_jobs
 from jobs.models import Job, elapsed
-from jobs.states import JobState
+from jobs.states import FINAL_JOB_STATES, JobState
 
 PAGE_SIZES = (25, 50, 100)
 STOPPABLE = {JobState.WAITING, JobState.RUNNING}
@@ -196,8 +196,11 @@ def job_list(request: HttpRequest) -> HttpResponse:
     start = (f.page - 1) * f.size
     rows = list(filtered(request, f).values(*LIST_FIELDS)[start : start + f.size + 1])
     path = reverse("jobs:list")
+    shown = rows[: f.size]
     context = {
-        "rows": [row_html(list_row(row, request.user, path)) for row in rows[: f.size]],
+        "rows": [row_html(list_row(row, request.user, path)) for row in shown],
+        # The jobs whose state may still change: the page follows them over a WebSocket.
+        "live_ids": [row["id"] for row in shown if row["state"] not in FINAL_JOB_STATES],
         "f": f,
         "has_next": len(rows) > f.size,
         "next_url": query(f, page=f.page + 1),

@@ -32,7 +32,7 @@ def page(
 ) -> HttpResponse:
     context = {
         "mode": mode,
-        "form": text_form or SubmitForm(),
+        "form": text_form or SubmitForm(user=request.user),
         "upload": UploadForm(),
         "vcs": vc_choices(request.user),
         "builder": builder or QueryDict(),
@@ -60,7 +60,7 @@ def submit_job(request: HttpRequest) -> HttpResponse:
         return submit_file(request)
     if mode == "form":
         return submit_text(request, build_yaml(request.POST), mode="form", builder=request.POST)
-    form = SubmitForm(request.POST)
+    form = SubmitForm(request.POST, user=request.user)
     if not form.is_valid():
         return page(request, text_form=form, errors=field_errors(form), status=400)
     vc = form.cleaned_data["virtual_cluster"]
@@ -78,7 +78,9 @@ def submit_file(request: HttpRequest) -> HttpResponse:
     if not upload.is_valid():
         return page(request, mode="file", errors=field_errors(upload), status=400)
     text = upload.cleaned_data["file"]
-    return submit_text(request, text, mode="file", text_form=SubmitForm(initial={"text": text}))
+    return submit_text(
+        request, text, mode="file", text_form=SubmitForm(initial={"text": text}, user=request.user)
+    )
 
 
 def submit_text(
@@ -94,7 +96,7 @@ def submit_text(
     try:
         job = lifecycle.submit(request.user, text, virtual_cluster=vc, deployment=deployment)
     except lifecycle.SubmitError as exc:
-        form = text_form or SubmitForm(initial={"text": text})
+        form = text_form or SubmitForm(initial={"text": text}, user=request.user)
         return page(
             request,
             mode=mode,

@@ -47,6 +47,7 @@ def test_a_job_built_with_the_form_runs_to_success_live(portal_url, browser_page
     page.fill("#f-name", "from_form")
     page.fill("input[name=role-0-name]", "learner")
     page.fill("textarea[name=role-0-commands]", "sleep 3\necho role=$PAI_CURRENT_TASK_ROLE_NAME")
+    page.fill("input[name=role-0-min_succeeded]", "1")  # the learner's success ends the job
     page.click("#add-role")
     page.locator("#roles .role").nth(1).locator("input[name$=-name]").fill("helper")
     page.locator("#roles .role").nth(1).locator("textarea").fill("echo helping\nsleep 60")
@@ -57,7 +58,7 @@ def test_a_job_built_with_the_form_runs_to_success_live(portal_url, browser_page
     page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
     assert page.evaluate("window.stillTheSamePage") is True
     assert "role=learner" in page.locator("#live .logs").inner_text()
-    # The learner's success completes the job (OpenPAI's minSucceededInstances); the helper,
+    # The learner's success completes the job (its minSucceededInstances, 1); the helper,
     # still sleeping, is stopped: the page shows it, without a reload.
     page.locator("#task-helper-0 .state", has_text="STOPPED").wait_for()
     assert page.evaluate("window.stillTheSamePage") is True

@@ -217,3 +217,47 @@ def test_bob_cannot_edit_a_virtual_cluster_or_create_a_user(client, bob):
     assert (edited.status_code, created.status_code) == (403, 403)
     assert VirtualCluster.objects.get(name="research").cpu == 4
     assert not User.objects.filter(username="carol").exists()
+
+
+def test_the_new_vc_form_leaves_gpus_empty_and_lists_members_as_checkboxes(client, admin, bob):
+    client.force_login(admin)
+    body = client.get("/manage/virtual-clusters/new/").content.decode()
+    gpus = body.split('name="gpus"', 1)[1].split(">", 1)[0]
+    assert "null" not in body.split('id="id_gpus"', 1)[1].split("</p>", 1)[0]
+    assert 'value="' not in gpus or 'value=""' in gpus
+    assert "GPUs guaranteed" in body
+    assert 'type="checkbox" name="members"' in body and "bob" in body
+    assert "Groups: none yet" in body
+
+
+def test_a_new_vc_without_gpus_is_saved_without_a_gpu_limit(client, admin):
+    client.force_login(admin)
+    response = client.post("/manage/virtual-clusters/new/", {"name": "open", "gpus": ""})
+    assert response.status_code == 302
+    assert VirtualCluster.objects.get(name="open").gpus is None
+
+
+def test_the_user_page_lists_default_once(client, admin, bob):
+    vc("research", bob)
+    client.force_login(admin)
+    body = client.get("/manage/users/bob/").content.decode()
+    select = body.split('id="id_default_vc"', 1)[1].split("</select>", 1)[0]
+    assert select.count(">default<") == 1
+    assert ">research<" in select
+
+
+def test_creating_a_user_says_so(client, admin):
+    client.force_login(admin)
+    data = {"username": "carol", "password": "carol-secret-pw"}
+    response = client.post("/manage/users/", data, follow=True)
+    assert '<p class="flash">User carol created.' in response.content.decode()
+
+
+def test_the_vc_form_lists_groups_as_checkboxes_once_there_are_some(client, admin):
+    from django.contrib.auth.models import Group
+
+    Group.objects.create(name="vision")
+    client.force_login(admin)
+    body = client.get("/manage/virtual-clusters/new/").content.decode()
+    assert 'type="checkbox" name="groups"' in body and "vision" in body
+    assert "Groups: none yet" not in body

@@ -136,3 +136,25 @@ def test_a_row_escapes_what_it_shows():
     html = str(row_html(row))
     assert "<img" not in html and "&lt;img src=x a=&quot;1&quot;&gt;" in html
     assert "&lt;vc&gt;" in html and "o&#x27;neil" in html and ">a&amp;b</a>" in html
+
+
+def test_the_list_names_the_jobs_it_follows_live(alice):
+    import json
+    import re
+
+    waiting, ended = submit_many(alice, 2)
+    Job.objects.filter(id=ended.id).update(state=JobState.SUCCEEDED)
+    body = client_for(alice).get("/jobs/").content.decode()
+    listed = re.search(r'<script id="live-ids" type="application/json">(.*?)</script>', body)
+    assert listed and json.loads(listed.group(1)) == [waiting.id]
+    assert 'new WebSocket(scheme + location.host + "/ws/jobs/?ids="' in body
+
+
+def test_stop_and_bulk_stop_ask_first_and_still_post_without_javascript(alice):
+    job = submit_many(alice, 1)[0]
+    client = client_for(alice)
+    listing = client.get("/jobs/").content.decode()
+    assert 'id="bulk-stop"' in listing and "confirm(ask)" in listing
+    page = client.get(f"/jobs/alice~{job.name}/").content.decode()
+    assert 'id="stop-form"' in page and 'confirm("Stop " + stopForm.dataset.job' in page
+    assert client.post(f"/jobs/alice~{job.name}/stop/").status_code == 302

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 
 import pytest
 import yaml
@@ -114,12 +115,13 @@ def test_switching_from_form_to_text_keeps_the_job(web):
     assert "trainer:" in body and "echo two" in body and "Valid" in body
 
 
-def test_cloning_proposes_a_new_name_and_blanks_secrets(web, alice):
+def test_cloning_proposes_a_new_name_and_masks_secrets(web, alice):
     lifecycle.submit(alice, SECRET)
     body = web.get("/jobs/alice~hello/clone/").content.decode()
     assert "hello_clone" in body
-    assert "s3cr3t-value" not in body and "******" not in body
-    assert "enter them again" in body
+    assert "s3cr3t-value" not in body
+    assert "token: &#x27;******&#x27;" in body or "token: ******" in body
+    assert "enter them again" in body and "<code>secrets.token</code>" in body
 
 
 def test_a_second_clone_gets_another_name(web, alice):
@@ -156,3 +158,51 @@ def test_the_form_says_what_a_vc_without_a_quota_may_use_of_the_cluster(alice):
     assert choices["default"] == (
         "CPU: no quota (cluster: 8), MB: no quota (cluster: 64000), GPU: no quota (cluster: 4)"
     )
+
+
+def test_a_blank_min_succeeded_lets_every_role_run_to_the_end(web):
+    data = form_data(**{"role-0-min_succeeded": "", "role-0-min_failed": ""})
+    body = web.post("/jobs/submit/form-to-text/", data).content.decode()
+    job = yaml.safe_load(html.unescape(body.split(">", 2)[2].split("</textarea>")[0]))
+    completion = job["taskRoles"]["trainer"]["completion"]
+    assert completion == {"minFailedInstances": 1, "minSucceededInstances": -1}
+
+
+def test_the_form_says_what_min_failed_and_min_succeeded_do(web):
+    body = web.get("/jobs/submit/").content.decode()
+    assert 'name="role-0-min_succeeded" type="number" min="-1" value="-1"' in body
+    assert "-1: the job goes on until every task has ended" in body
+    assert "-1: this role's failures never end the job" in body
+
+
+def test_the_submit_page_offers_only_the_virtual_clusters_one_may_use(alice, bob, admin):
+    from tests.clusters.helpers import vc
+
+    vc("research", alice)
+    bobs = Client()
+    bobs.force_login(bob)
+    body = bobs.get("/jobs/submit/").content.decode()
+    text_choices = re.findall(
+        r'<option value="([^"]+)"', body.split('id="id_virtual_cluster"')[1].split("</select>")[0]
+    )
+    form_choices = re.findall(
+        r'<option value="([^"]+)"', body.split('id="f-vc"')[1].split("</select>")[0]
+    )
+    assert text_choices == form_choices == ["default"]
+    alices = Client()
+    alices.force_login(alice)
+    body = alices.get("/jobs/submit/").content.decode()
+    assert 'value="research"' in body.split('id="id_virtual_cluster"')[1].split("</select>")[0]
+
+
+def test_a_virtual_cluster_one_may_not_use_is_refused_by_the_text_form(bob):
+    from tests.clusters.helpers import vc
+
+    vc("research")
+    bobs = Client()
+    bobs.force_login(bob)
+    data = {"mode": "text", "text": hello_job(), "virtual_cluster": "research"}
+    response = bobs.post("/jobs/submit/", data)
+    assert response.status_code == 400
+    assert "virtual_cluster: Select a valid choice" in html.unescape(response.content.decode())
+    assert not Job.objects.exists()
