@@ -82,6 +82,21 @@ async def test_job_news_flows_to_the_portals_own_origin(job, alice, async_client
     await communicator.disconnect()
 
 
+async def test_the_job_lists_news_opens_only_from_the_portals_own_origin(
+    job, alice, async_client_for
+):
+    client = await async_client_for(alice)
+    path = f"/ws/jobs/?ids={job.id}"
+    for origin in (b"http://localhost:8001", b"http://127.0.0.1:8000", None):
+        _, connected = await open_from(client, path, origin)
+        assert not connected, origin
+    communicator, connected = await open_from(client, path, b"http://localhost:8000")
+    assert connected
+    await get_channel_layer().group_send(group_name(job.id), {"type": "job.changed", "job": job.id})
+    assert await communicator.receive_json_from(timeout=5) == {"changed": job.id}
+    await communicator.disconnect()
+
+
 async def test_a_host_the_portal_does_not_serve_is_refused_even_from_itself(
     job, alice, async_client_for
 ):
