@@ -1,5 +1,6 @@
 """Virtual clusters in OpenPAI's REST shape: ``GET /api/v2/virtual-clusters[/<name>]``, and
-``PUT`` / ``DELETE`` for admins."""
+``PUT`` / ``DELETE`` for admins. A user sees the virtual clusters they may use (``usable_by``,
+as the pages); any other is 404."""
 
 from __future__ import annotations
 
@@ -100,7 +101,8 @@ class VirtualClustersView(APIView):
     )
     def get(self, request: Request) -> Response:
         views, capacity = overview()
-        return Response({v.vc.name: vc_info(v, capacity) for v in views})
+        usable = set(VirtualCluster.objects.usable_by(request.user).values_list("id", flat=True))
+        return Response({v.vc.name: vc_info(v, capacity) for v in views if v.vc.id in usable})
 
 
 MAX_COUNT = 2**31 - 1  # what the database keeps
@@ -166,7 +168,7 @@ class VirtualClusterView(APIView):
     @extend_schema(responses={200: VirtualClusterSerializer, **ERRORS})
     def get(self, request: Request, name: str) -> Response:
         views, capacity = overview([name])
-        if not views:
+        if not views or not views[0].vc.usable_by(request.user):  # private: as if not there
             return error("NoVirtualClusterError", f"no virtual cluster named {name!r}", 404)
         return Response(vc_info(views[0], capacity))
 

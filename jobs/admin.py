@@ -8,8 +8,9 @@ class JobAdmin(admin.ModelAdmin):
     list_display = ["name", "owner", "state", "virtual_cluster", "created_at"]
     list_filter = ["state", "virtual_cluster"]
     search_fields = ["name", "owner__username"]
-    # The protocol and the submitted text may hold secrets in clear: never shown.
-    exclude = ["protocol", "submitted_text"]
+    # The protocol and the submitted text may hold secrets in clear, the private key is the
+    # owner's alone: never shown, not even to a superuser.
+    exclude = ["protocol", "submitted_text", "ssh_private_key"]
     readonly_fields = ["owner", "state", "reason", "exit_code", "retries"]
 
 

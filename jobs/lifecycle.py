@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from clusters.backends.base import Backend, TaskShape
+from clusters.backends.base import Backend, BackendUnavailable, TaskShape
 from clusters.models import VirtualCluster
 from jobs import news
 from jobs.models import Job, JobAttempt, JobEvent, Task
@@ -60,6 +60,9 @@ def submit(
     protocol = loaded.job
     if masks_left(protocol):
         raise SubmitError(400, [masked_line(path) for path in masks_left(protocol)])
+    too_many = port_problems(protocol)
+    if too_many:
+        raise SubmitError(400, too_many)
     defaults = protocol.setdefault("defaults", {})
     if deployment:
         names = [d.get("name") for d in protocol.get("deployments", [])]
@@ -94,6 +97,22 @@ def submit(
         ) from None
     news.after_commit(job.id, reconcile=True, new=True)
     return job
+
+
+def port_problems(protocol: dict[str, Any]) -> list[str]:
+    """Roles asking for more ports per task than ``JOB_MAX_PORTS_PER_TASK``: each port is a
+    socket held while the job is placed, and a million of them failed every placement."""
+    limit = settings.JOB_MAX_PORTS_PER_TASK
+    problems = []
+    for role, spec in protocol["taskRoles"].items():
+        ports = spec["resourcePerInstance"].get("ports") or {}
+        total = sum(ports.values())
+        if total > limit:
+            problems.append(
+                f"taskRoles.{role}.resourcePerInstance.ports: {total} ports per task in "
+                f"{len(ports)} label(s), more than the limit of {limit}"
+            )
+    return problems
 
 
 def admission_check(
@@ -224,14 +243,27 @@ def start_waiting(jobs: list[Job], backend: Backend, **fields: Any) -> list[Job]
             .annotate(last=Max("number"))
             .values_list("job_id", "last")
         )
-        Job.objects.filter(id__in=waiting).update(
+        rows, unplaced = [], []
+        for job in chosen:
+            try:
+                rows.append(new_attempt(job, last.get(job.id, -1) + 1, backend, now))
+            except BackendUnavailable:
+                raise  # no fault of the job: the pass fails and every job waits for the next
+            except Exception as exc:  # one job the backend cannot place fails alone
+                log.exception("could not place %s", job)
+                unplaced.append((job, f"could not be placed: {exc}"))
+        started_ids = waiting - {job.id for job, _ in unplaced}
+        Job.objects.filter(id__in=started_ids).update(
             state=JobState.RUNNING, reason="running", updated_at=now, **fields
         )
-        Job.objects.filter(id__in=waiting, started_at=None).update(started_at=now)
-        save_attempts([new_attempt(job, last.get(job.id, -1) + 1, backend, now) for job in chosen])
-    for job in chosen:
+        Job.objects.filter(id__in=started_ids, started_at=None).update(started_at=now)
+        save_attempts(rows)
+        for job, reason in unplaced:
+            finish_job(job, JobState.FAILED, reason)
+    started = [job for job in chosen if job.id in started_ids]
+    for job in started:
         news.after_commit(job.id)
-    return chosen
+    return started
 
 
 def finish_attempt(attempt: JobAttempt, state: str, reason: str, exit_code: int | None) -> bool:

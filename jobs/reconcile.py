@@ -37,7 +37,7 @@ from clusters.quota import gpu_type_of
 from jobs import lifecycle, news
 from jobs.completion import TaskView, decide
 from jobs.models import Job, JobAttempt, JobEvent, Task
-from jobs.protocol import render_registry_auth
+from jobs.protocol import render_registry_auth, secret_masker
 from jobs.runtime import JobContext, bootstrap_script, task_environment, task_files
 from jobs.runtime.context import context_for
 from jobs.runtime.observe import exit_changes, protocols_of_finishing
@@ -198,7 +198,7 @@ def launch(backend: Backend, report: PassReport) -> None:
             log.exception("could not launch %s", task)
             Task.objects.filter(id=task.id, state=TaskState.WAITING, backend_ref="").update(
                 state=TaskState.FAILED,
-                diagnostics=f"could not start: {exc}",
+                diagnostics=secret_masker(job.protocol).text(f"could not start: {exc}"),
                 completed_at=timezone.now(),
             )
             report.touched_jobs.add(job.id)
@@ -306,7 +306,30 @@ def observe(backend: Backend, report: PassReport) -> None:
                 exit_changes(backend, task.backend_ref, changes, task.stop_requested, protocol)
             )
     if changed:
+        mask_quoted_output(changed)
         save_changes(changed, report)
+
+
+QUOTING = ("diagnostics", "exit_spec")  # fields that may quote what a task printed
+
+
+def mask_quoted_output(changed: list[tuple[TaskRow, dict[str, object]]]) -> None:
+    """Mask each job's secrets in the diagnostics and exit spec about to be stored: they quote
+    the task's log (a failing command may print a secret) and flow into the attempt's and the
+    job's reason, the events, the pages, the API and the admin. One query, for the jobs whose
+    tasks have something to quote."""
+    quoting = {task.job_id for task, changes in changed if any(changes.get(f) for f in QUOTING)}
+    if not quoting:
+        return
+    maskers = {
+        job_id: secret_masker(protocol)
+        for job_id, protocol in Job.objects.filter(id__in=quoting).values_list("id", "protocol")
+    }
+    for task, changes in changed:
+        masker = maskers.get(task.job_id)
+        for name in QUOTING:
+            if masker is not None and changes.get(name):
+                changes[name] = masker.json(changes[name])
 
 
 def save_changes(changed: list[tuple[TaskRow, dict[str, object]]], report: PassReport) -> None:

@@ -23,7 +23,8 @@ class TaskState(models.TextChoices):
 
 
 JOB_TRANSITIONS: dict[str, frozenset[str]] = {
-    JobState.WAITING: frozenset({JobState.RUNNING, JobState.STOPPED}),
+    # FAILED from WAITING: a job the backend cannot place (lifecycle.start_waiting).
+    JobState.WAITING: frozenset({JobState.RUNNING, JobState.STOPPED, JobState.FAILED}),
     JobState.RUNNING: frozenset(
         {JobState.STOPPING, JobState.SUCCEEDED, JobState.FAILED, JobState.WAITING}
     ),

@@ -85,6 +85,7 @@ class PtySession:
                 cwd=spec.cwd,
                 env=spec.env,
                 start_new_session=True,
+                umask=0o077,  # what the shell writes in the task is private, as the task's own
             )
         except BaseException:
             os.close(self.master)

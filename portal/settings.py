@@ -217,6 +217,8 @@ LOCAL_KEEP_FINISHED_HOURS = env_int("LOCAL_KEEP_FINISHED_HOURS", 7 * 24, minimum
 TERMINAL_IDLE_SECONDS = env_int("TERMINAL_IDLE_SECONDS", 900, minimum=5)
 JOB_MAX_BYTES = env_int("JOB_MAX_BYTES", 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = JOB_MAX_BYTES + 64 * 1024
+# Ports one task may ask for, all labels together (each is a socket held while it is placed).
+JOB_MAX_PORTS_PER_TASK = env_int("JOB_MAX_PORTS_PER_TASK", 100, minimum=1)
 API_TOKEN_DEFAULT_SECONDS = env_int("API_TOKEN_DEFAULT_SECONDS", 7 * 24 * 3600, minimum=60)
 # Application tokens are for long-running scripts; they can be revoked at any time.
 API_APPLICATION_TOKEN_SECONDS = env_int("API_APPLICATION_TOKEN_SECONDS", 10 * 365 * 24 * 3600)

@@ -104,8 +104,9 @@ class LocalBackend:
                 raise LocalBackendError(f"{ref} is taken by a running task with another script")
             shutil.rmtree(workdir, ignore_errors=True)  # stale: a half-done or forgotten launch
             gpus = self._choose_gpus(task.gpu)
-            workdir.mkdir(parents=True)
-            (workdir / "bootstrap.sh").write_text(task.script)
+            workdir.parent.mkdir(mode=0o700, exist_ok=True)  # the attempt's directory
+            workdir.mkdir(mode=0o700)
+            write_private(workdir / "bootstrap.sh", task.script)  # secrets are rendered in
             write_files(workdir, task.files)
             env = self._environment(task, workdir, gpus)
             wrapper_pid, pid = spawn_detached(workdir, env, self.log_max_bytes)
@@ -352,7 +353,7 @@ class LocalBackend:
     @contextmanager
     def _lock(self) -> Iterator[None]:
         """Serialise placement and launches under ``root`` (across worker processes too)."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         with (self.root / ".lock").open("a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
@@ -389,10 +390,15 @@ def write_files(workdir: Path, files: dict[str, str]) -> None:
         path = workdir / check_file_path(relative)
         for parent in reversed(path.relative_to(workdir).parents[:-1]):
             (workdir / parent).mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(content)
-        os.chmod(path, 0o600)
+        write_private(path, content)
+
+
+def write_private(path: Path, content: str) -> None:
+    """``path`` holding ``content``, readable and writable by its owner only (mode 600)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(content)
+    os.chmod(path, 0o600)
 
 
 def _kept_until(workdir: Path) -> float:

@@ -100,7 +100,9 @@ class TaskRecord:
 
     def save(self, path: Path) -> None:
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(asdict(self), indent=2))
         os.replace(tmp, path)
 
     def alive(self) -> bool:
@@ -151,6 +153,7 @@ def spawn_detached(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        umask=0o077,  # logs, exit code and whatever the task writes: its owner's only
     )
     assert proc.stdout is not None
     with proc.stdout:

@@ -1,4 +1,7 @@
-"""Virtual clusters as users see them: use against guarantees, queues in order, members."""
+"""Virtual clusters as users see them: use against guarantees, queues in order, members.
+
+A user sees the virtual clusters they may submit to (``usable_by``: open to all, a member, in
+a member group; admins see all); any other answers 404, as if it did not exist."""
 
 from __future__ import annotations
 
@@ -16,14 +19,14 @@ from jobs.states import JobState
 def vc_list(request: HttpRequest) -> HttpResponse:
     views, capacity = overview()
     usable = set(VirtualCluster.objects.usable_by(request.user).values_list("id", flat=True))
-    rows = [(v, v.bars(capacity), v.vc.id in usable) for v in views]
+    rows = [(v, v.bars(capacity)) for v in views if v.vc.id in usable]
     return render(request, "clusters/list.html", {"rows": rows, "capacity": capacity})
 
 
 @login_required
 def vc_detail(request: HttpRequest, name: str) -> HttpResponse:
     views, capacity = overview([name])
-    if not views:
+    if not views or not views[0].vc.usable_by(request.user):
         raise Http404(f"no virtual cluster {name}")
     view = views[0]
     jobs = Job.objects.filter(virtual_cluster=view.vc).select_related("owner")

@@ -104,6 +104,22 @@ class SecretMasker:
         if carry:
             yield self(carry)
 
+    def text(self, value: str) -> str:
+        """``value`` masked: text that quotes a task's output (diagnostics, reasons)."""
+        if self.pattern is None:
+            return value
+        return self(value.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
+
+    def json(self, value: Any, depth: int = 0) -> Any:
+        """A copy of JSON data (the exit spec's explanation) with every string masked."""
+        if isinstance(value, str):
+            return self.text(value)
+        if depth < 100 and isinstance(value, dict):
+            return {key: self.json(item, depth + 1) for key, item in value.items()}
+        if depth < 100 and isinstance(value, list):
+            return [self.json(item, depth + 1) for item in value]
+        return value
+
 
 def secret_masker(job: dict[str, Any]) -> SecretMasker:
     """The masker of a job's secrets: every string (or number) of at least

@@ -345,3 +345,42 @@ def test_tasks_get_distinct_free_gpus_and_cpu_tasks_see_none(backend: LocalBacke
     fourth = launch(backend, script, index=3, gpu=2)  # the GPUs are free again
     assert backend.read_log(fourth, "stdout") in (b"", b"[0,1]\n")
     backend.stop([fourth])
+
+
+def test_task_directories_and_files_are_private_to_the_portals_user(tmp_path: Path):
+    """Bootstrap scripts have secrets rendered in; logs print them. Nothing under the root is
+    readable by another user of the machine: directories 700, files 600, also those the task
+    writes itself."""
+    root = tmp_path / "tasks"
+    backend = LocalBackend(root)
+    ref = launch(backend, "echo PASSWORD=s3cret; echo oops >&2; echo mine > made.txt; exit 3")
+    assert wait_until_ended(backend, ref) == TaskPhase.FAILED
+    workdir = root / ref
+    for directory in (root, workdir.parent, workdir):
+        assert directory.stat().st_mode & 0o777 == 0o700, directory
+    names = ["bootstrap.sh", "task.json", "stdout.log", "stderr.log", "exit_code", "made.txt"]
+    for name in names:
+        assert (workdir / name).stat().st_mode & 0o777 == 0o600, name
+    assert not [p for p in workdir.rglob("*") if p.stat().st_mode & 0o077], "group/other bits"
+
+
+def test_the_terminal_shell_writes_private_files_too(tmp_path: Path):
+    from jobs.terminal import PtySession
+
+    backend = LocalBackend(tmp_path)
+    ref = launch(backend, "sleep 30")
+    wait_for(lambda: phase_of(backend, ref) == TaskPhase.RUNNING)
+    spec = backend.shell(ref)
+    assert spec is not None
+    session = PtySession(spec)
+    try:
+        session.write(b"echo typed > typed.txt; echo done-$((6*7))\n")
+        seen = b""
+        while b"done-42" not in seen:
+            chunk = session.read(10)
+            assert chunk, f"the shell ended or said nothing: {seen!r}"
+            seen += chunk
+    finally:
+        session.close()
+        backend.stop([ref])
+    assert (tmp_path / ref / "typed.txt").stat().st_mode & 0o777 == 0o600

@@ -50,6 +50,17 @@ def test_an_unknown_virtual_cluster_is_404_with_code_and_message(alice):
     assert response.json()["code"] == "NoVirtualClusterError"
 
 
+def test_a_private_virtual_cluster_is_404_and_unlisted_to_a_non_member(alice, bob, admin):
+    vc("research", alice, cpu=4)
+    response = client_for(bob).get("/api/v2/virtual-clusters/research")
+    assert response.status_code == 404
+    assert response.json()["code"] == "NoVirtualClusterError"
+    assert set(client_for(bob).get("/api/v2/virtual-clusters").json()) == {"default"}
+    for user in (alice, admin):
+        assert client_for(user).get("/api/v2/virtual-clusters/research").status_code == 200
+        assert "research" in client_for(user).get("/api/v2/virtual-clusters").json()
+
+
 def test_anonymous_callers_are_refused():
     assert APIClient().get("/api/v2/virtual-clusters").status_code in (401, 403)
 

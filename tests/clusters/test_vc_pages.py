@@ -29,6 +29,35 @@ def test_the_detail_shows_the_queue_in_order_and_the_members(client, alice):
     assert "alice~j1" in page and '<ul id="members"><li>alice</li>' in page
 
 
+def test_a_private_virtual_cluster_is_404_to_a_non_member(client, alice, bob, admin):
+    vc("research", alice, cpu=1, description="the research group's share")
+    lifecycle.submit(alice, job_text("secret-plan"), virtual_cluster="research")
+    client.force_login(bob)
+    assert client.get("/virtual-clusters/research/").status_code == 404
+    page = client.get("/virtual-clusters/").content.decode()
+    assert 'id="vc-default"' in page
+    assert "research" not in page
+    for user in (alice, admin):
+        client.force_login(user)
+        detail = client.get("/virtual-clusters/research/")
+        assert detail.status_code == 200 and "alice~secret-plan" in detail.content.decode()
+        assert 'id="vc-research"' in client.get("/virtual-clusters/").content.decode()
+
+
+def test_a_virtual_cluster_is_shown_to_a_member_group_and_to_all_when_open(client, bob):
+    from django.contrib.auth.models import Group
+
+    team = vc("team")
+    group = Group.objects.create(name="lab")
+    team.groups.add(group)
+    open_vc = vc("shared", open_to_all=True)
+    client.force_login(bob)
+    assert client.get("/virtual-clusters/team/").status_code == 404
+    bob.groups.add(group)
+    assert client.get("/virtual-clusters/team/").status_code == 200
+    assert client.get(f"/virtual-clusters/{open_vc.name}/").status_code == 200
+
+
 @pytest.mark.parametrize(
     "path",
     [
