@@ -36,6 +36,8 @@ from typing import Any
 WRAPPER = """\
 echo $$
 exec 3>&1 >/dev/null 2>&1 </dev/null
+task_path=$PATH  # the task's own, given back to it below; the wrapper's tools come from the system
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 cap() {
   stdbuf -o0 head -c $(($1 + 1)) >"$2"
   if [ "$(wc -c <"$2")" -gt "$1" ]; then
@@ -49,8 +51,8 @@ rm -f stdout.pipe stderr.pipe stdout.log.done stderr.log.done
 mkfifo stdout.pipe stderr.pipe
 cap "$1" stdout.log <stdout.pipe 3>&- &
 cap "$1" stderr.log <stderr.pipe 3>&- &
-setsid /bin/sh -c 'echo $$ >&3; printf %s $$ >pgid
-exec /bin/sh ./bootstrap.sh >stdout.pipe 2>stderr.pipe </dev/null 3>&-'
+setsid /bin/sh -c 'echo $$ >&3; printf %s $$ >pgid; PATH=$1
+exec /bin/sh ./bootstrap.sh >stdout.pipe 2>stderr.pipe </dev/null 3>&-' task "$task_path"
 code=$?
 pgid=$(cat pgid)
 [ -n "$pgid" ] && [ "$pgid" != $$ ] && kill -s KILL -- "-$pgid"
