@@ -16,7 +16,30 @@ from jobs.states import FINAL_JOB_STATES, JobState
 NOT_FOUND = 4404
 
 
-class JobNewsConsumer(AsyncJsonWebsocketConsumer):
+class JobGroupsConsumer(AsyncJsonWebsocketConsumer):
+    """Listens to the job groups in ``listening`` (joined on connect) and passes each job's
+    change on as ``{"changed": job_id}``; clients have nothing to say."""
+
+    listening: tuple[str, ...] = ()  # the groups it joined
+
+    async def join(self, groups: tuple[str, ...]) -> None:
+        self.listening = groups
+        for group in groups:
+            await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        for group in self.listening:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """Clients have nothing to say; anything they send is ignored."""
+
+    async def job_changed(self, event: dict[str, Any]) -> None:
+        await self.send_json({"changed": event["job"]})
+
+
+class JobNewsConsumer(JobGroupsConsumer):
     """Sends ``{"changed": job_id}`` whenever the job changes, and, while it waits, whenever
     its virtual cluster's queue moves (its position may have); owner and admins only.
 
@@ -24,7 +47,6 @@ class JobNewsConsumer(AsyncJsonWebsocketConsumer):
     before accepting becomes an HTTP 403 that the browser only sees as ``1006``, and a page
     would retry that forever; ``4404`` tells it to stop."""
 
-    listening: tuple[str, ...] = ()  # the groups it joined
     job_id = 0
 
     async def connect(self) -> None:
@@ -38,28 +60,16 @@ class JobNewsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=NOT_FOUND)
             return
         state, vc_name = seen
-        self.listening = (group_name(self.job_id),)
+        groups = (group_name(self.job_id),)
         if state == JobState.WAITING:
-            self.listening += (queue_group_name(vc_name),)
-        for group in self.listening:
-            await self.channel_layer.group_add(group, self.channel_name)
-        await self.accept()
+            groups += (queue_group_name(vc_name),)
+        await self.join(groups)
 
     @database_sync_to_async
     def state_and_queue(self, user: Any, job_id: int) -> tuple[str, str] | None:
         """The job's state and virtual cluster, when ``user`` may see it."""
         row = visible_jobs(user).filter(id=job_id).values_list("state", "virtual_cluster__name")
         return row.first()
-
-    async def disconnect(self, code: int) -> None:
-        for group in self.listening:
-            await self.channel_layer.group_discard(group, self.channel_name)
-
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """Clients have nothing to say; anything they send is ignored."""
-
-    async def job_changed(self, event: dict[str, Any]) -> None:
-        await self.send_json({"changed": event["job"]})
 
     async def queue_changed(self, event: dict[str, Any]) -> None:
         await self.send_json({"changed": self.job_id})
@@ -68,13 +78,11 @@ class JobNewsConsumer(AsyncJsonWebsocketConsumer):
 MAX_LISTED = 100  # the job list's largest page
 
 
-class JobListNewsConsumer(AsyncJsonWebsocketConsumer):
+class JobListNewsConsumer(JobGroupsConsumer):
     """The job list's news: ``/ws/jobs/?ids=1,2,3`` sends ``{"changed": job_id}`` whenever one
     of those jobs changes. Only the ids the user may see in lists are followed (the others are
     ignored, as the list would not show them), and only those not ended yet; anonymous
     visitors are closed with ``4404`` as on the job page."""
-
-    listening: tuple[str, ...] = ()
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -83,25 +91,12 @@ class JobListNewsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=NOT_FOUND)
             return
         asked = ids_of(self.scope.get("query_string", b""))
-        self.listening = tuple(group_name(i) for i in await self.followed(user, asked))
-        for group in self.listening:
-            await self.channel_layer.group_add(group, self.channel_name)
-        await self.accept()
+        await self.join(tuple(group_name(i) for i in await self.followed(user, asked)))
 
     @database_sync_to_async
     def followed(self, user: Any, asked: list[int]) -> list[int]:
         jobs = listable_jobs(user).filter(id__in=asked).exclude(state__in=FINAL_JOB_STATES)
         return list(jobs.values_list("id", flat=True))
-
-    async def disconnect(self, code: int) -> None:
-        for group in self.listening:
-            await self.channel_layer.group_discard(group, self.channel_name)
-
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """Clients have nothing to say; anything they send is ignored."""
-
-    async def job_changed(self, event: dict[str, Any]) -> None:
-        await self.send_json({"changed": event["job"]})
 
 
 def ids_of(query_string: bytes) -> list[int]:

@@ -278,22 +278,26 @@ class KubernetesBackend:
         return self._log(ref, None, limit_bytes=head_bytes)[:head_bytes]
 
     def _log(self, ref: str, tail_lines: int | None, limit_bytes: int | None = None) -> bytes:
+        response = self._log_response(ref, tail_lines=tail_lines, limit_bytes=limit_bytes)
+        return b"" if response is None else bytes(response.data)
+
+    def _log_response(self, ref: str, **query: Any) -> Any:
+        """The pod log's unread response (``_preload_content=False``); None when the pod has
+        not started yet or is gone."""
         try:
-            response = self._call(
+            return self._call(
                 f"log of {ref}",
                 self.core.read_namespaced_pod_log,
                 ref.rpartition("/")[2],
                 self.namespace,
                 container="main",
-                tail_lines=tail_lines,
-                limit_bytes=limit_bytes,
                 _preload_content=False,
+                **query,
             )
         except ApiException as exc:
             if exc.status in (400, 404):  # not started yet, or gone
-                return b""
+                return None
             raise
-        return bytes(response.data)
 
     def log_chunks(
         self, ref: str, stream: str, chunk_bytes: int = LOG_CHUNK_BYTES
@@ -302,21 +306,9 @@ class KubernetesBackend:
         interleaves stdout and stderr: both come as ``stdout``."""
         if stream not in STREAMS:
             raise ValueError(f"stream must be one of {STREAMS}, not {stream!r}")
-        if stream == "stderr":
+        response = None if stream == "stderr" else self._log_response(ref)
+        if response is None:
             return iter(())
-        try:
-            response = self._call(
-                f"log of {ref}",
-                self.core.read_namespaced_pod_log,
-                ref.rpartition("/")[2],
-                self.namespace,
-                container="main",
-                _preload_content=False,
-            )
-        except ApiException as exc:
-            if exc.status in (400, 404):  # not started yet, or gone
-                return iter(())
-            raise
         return _streamed(response, chunk_bytes)
 
     def follow_log(self, ref: str) -> Iterator[bytes]:
