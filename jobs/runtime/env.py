@@ -57,6 +57,12 @@ def host_port(placement: Placement) -> str:
     return f"{placement.ip}:{port}" if port else placement.ip
 
 
+def shm_mb(spec: dict[str, Any]) -> int:
+    """A role's ``shmMB`` (seed 002's default: 64)."""
+    value: int = spec.get("extraContainerOptions", {}).get("shmMB", 64)
+    return value
+
+
 def is_v1(protocol: dict[str, Any]) -> bool:
     return isinstance(protocol.get("extras", {}).get("v1"), dict)
 
@@ -67,6 +73,7 @@ def task_environment(
     roles: dict[str, Any] = ctx.protocol["taskRoles"]
     spec = roles[role]
     resources = spec["resourcePerInstance"]
+    completion = spec["completion"]
     mine = placements[(role, index)]
     framework_name = f"{ctx.user}~{ctx.job_name}"
     task_count = str(sum(r["instances"] for r in roles.values()))
@@ -97,6 +104,9 @@ def task_environment(
         "PAI_CURRENT_TASK_ROLE_CPU_COUNT": str(resources["cpu"]),
         "PAI_CURRENT_TASK_ROLE_MEM_MB": str(resources["memoryMB"]),
         "PAI_CURRENT_TASK_ROLE_GPU_COUNT": str(resources["gpu"]),
+        "PAI_CURRENT_TASK_ROLE_SHM_MB": str(shm_mb(spec)),
+        "PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT": str(completion["minFailedInstances"]),
+        "PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT": str(completion["minSucceededInstances"]),
         "PAI_CURRENT_CONTAINER_IP": mine.ip,
         "PAI_CURRENT_CONTAINER_PORT": main_port(mine),
         "PAI_CONTAINER_HOST_IP": mine.ip,
@@ -112,12 +122,11 @@ def task_environment(
     for name, other in roles.items():
         key = env_name(name)
         res = other["resourcePerInstance"]
-        shm = other.get("extraContainerOptions", {}).get("shmMB", 64)
-        completion = other["completion"]
+        ends = other["completion"]
         env[f"PAI_TASK_ROLE_TASK_COUNT_{key}"] = str(other["instances"])
-        env[f"PAI_RESOURCE_{key}"] = f"{res['gpu']},{res['cpu']},{res['memoryMB']},{shm}"
-        env[f"PAI_MIN_FAILED_TASK_COUNT_{key}"] = str(completion["minFailedInstances"])
-        env[f"PAI_MIN_SUCCEEDED_TASK_COUNT_{key}"] = str(completion["minSucceededInstances"])
+        env[f"PAI_RESOURCE_{key}"] = f"{res['gpu']},{res['cpu']},{res['memoryMB']},{shm_mb(other)}"
+        env[f"PAI_MIN_FAILED_TASK_COUNT_{key}"] = str(ends["minFailedInstances"])
+        env[f"PAI_MIN_SUCCEEDED_TASK_COUNT_{key}"] = str(ends["minSucceededInstances"])
         hosts = []
         for i in range(other["instances"]):
             placement = placements[(name, i)]

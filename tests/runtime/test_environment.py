@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
+from clusters.models import Storage
 from jobs import lifecycle
 from jobs.models import Task
 from jobs.states import JobState
@@ -22,70 +24,118 @@ TWO_ROLES = textwrap.dedent("""\
       - {name: image, type: dockerimage, uri: "python:3.11"}
     extras:
       jobEnvs: {isDebug: false, LEARNING_RATE: "0.1"}
+      com.microsoft.pai.runtimeplugin:
+        - plugin: teamwise_storage
+          parameters: {storageConfigNames: [share, scratch]}
     taskRoles:
       taskrole_1:
         instances: 2
         completion: {minFailedInstances: 2, minSucceededInstances: 2}
         dockerImage: image
-        resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0, ports: {http: 1, ssh: 1}}
+        resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0, ports: {ssh: 1, http: 1}}
         commands: [env]
       ps:
         instances: 1
         dockerImage: image
+        extraContainerOptions: {shmMB: 32}
         resourcePerInstance: {cpu: 2, memoryMB: 256, gpu: 0, ports: {http: 2}}
         commands: [env]
     """)
 
 
-def test_a_two_role_job_sees_every_variable(alice, backend):
-    job = settle(backend, lifecycle.submit(alice, TWO_ROLES))
-    assert job.state == JobState.SUCCEEDED
-    tasks = {f"{t.role}-{t.index}": t for t in Task.objects.filter(attempt__job=job)}
-    t1 = tasks["taskrole_1-1"]
-    env = env_of(backend.read_log(t1.backend_ref, "stdout").decode())
-    ps, t0 = tasks["ps-0"], tasks["taskrole_1-0"]
-    expected = {
-        "PAI_JOB_NAME": "env_dump",
+def listed(ports: list[int]) -> str:
+    return ",".join(map(str, ports))
+
+
+def expected_environment(
+    tasks: dict[str, Task], task: Task, storages: Path, work: Path
+) -> dict[str, str]:
+    """Every ``PAI_*`` variable the task must see, with its value: OpenPAI's rest-server
+    (``runtime-env.js``, ``k8s.js``) and runtime (``framework_parser.py``) names, seed 002's."""
+    t0, t1, ps = tasks["taskrole_1-0"], tasks["taskrole_1-1"], tasks["ps-0"]
+    role_spec = {
+        "taskrole_1": {"cpu": "1", "mem": "128", "shm": "64", "count": "2", "fail": "2"},
+        "ps": {"cpu": "2", "mem": "256", "shm": "32", "count": "1", "fail": "1"},
+    }[task.role]
+    main_port = str(task.ports["http"][0])
+    env = {
+        # Job level
+        "PAI_JOB_NAME": "alice~env_dump",
+        "PAI_FRAMEWORK_NAME": "alice~env_dump",
         "PAI_USER_NAME": "alice",
-        "PAI_DEFAULT_FS_URI": "",
+        "PAI_USERNAME": "alice",
+        "PAI_DEFAULT_FS_URI": str(storages / "share"),  # the job's first storage
         "PAI_JOB_VC_NAME": "default",
         "PAI_VIRTUAL_CLUSTER": "default",
+        "PAI_JOB_TASK_COUNT": "3",
+        "PAI_TASKS_NUM": "3",
+        "PAI_KILL_ALL_ON_COMPLETED_TASK_NUM": "0",
+        "PAI_STORAGE_share": str(storages / "share"),
+        "PAI_STORAGE_scratch": str(storages / "scratch"),
+        # Task role level
         "PAI_TASK_ROLE_COUNT": "2",
+        "PAI_TASK_ROLES_NUM": "2",
+        "PAI_JOB_TASK_ROLE_COUNT": "2",
         "PAI_TASK_ROLE_LIST": "taskrole_1,ps",
+        "PAI_JOB_TASK_ROLE_LIST": "taskrole_1,ps",
+        "PAI_TASK_ROLE_INSTANCES": "taskrole_1:0,taskrole_1:1,ps:0",
         "PAI_TASK_ROLE_TASK_COUNT_taskrole_1": "2",
         "PAI_TASK_ROLE_TASK_COUNT_ps": "1",
-        "PAI_JOB_TASK_COUNT": "3",
-        "PAI_HOST_IP_taskrole_1_0": t0.ip,
-        "PAI_HOST_IP_taskrole_1_1": t1.ip,
-        "PAI_HOST_IP_ps_0": ps.ip,
-        "PAI_PORT_LIST_taskrole_1_0_ssh": str(t0.ports["ssh"][0]),
-        "PAI_PORT_LIST_ps_0_http": ",".join(map(str, ps.ports["http"])),
         "PAI_RESOURCE_taskrole_1": "0,1,128,64",
-        "PAI_RESOURCE_ps": "0,2,256,64",
+        "PAI_RESOURCE_ps": "0,2,256,32",
         "PAI_MIN_FAILED_TASK_COUNT_taskrole_1": "2",
         "PAI_MIN_SUCCEEDED_TASK_COUNT_taskrole_1": "2",
         "PAI_MIN_FAILED_TASK_COUNT_ps": "1",
-        "PAI_CURRENT_TASK_ROLE_NAME": "taskrole_1",
-        "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": "1",
-        "PAI_CURRENT_TASK_ROLE_TASK_COUNT": "2",
-        "PAI_CURRENT_TASK_ROLE_CPU_COUNT": "1",
-        "PAI_CURRENT_TASK_ROLE_MEM_MB": "128",
-        "PAI_CURRENT_TASK_ROLE_GPU_COUNT": "0",
+        "PAI_MIN_SUCCEEDED_TASK_COUNT_ps": "1",
         "PAI_TASK_ROLE_taskrole_1_HOST_LIST": f"{t0.ip}:{t0.ports['http'][0]},"
         f"{t1.ip}:{t1.ports['http'][0]}",
         "PAI_TASK_ROLE_ps_HOST_LIST": f"{ps.ip}:{ps.ports['http'][0]}",
-        "PAI_CONTAINER_HOST_IP": t1.ip,
-        "PAI_CONTAINER_HOST_PORT_LIST": f"http:{t1.ports['http'][0]};ssh:{t1.ports['ssh'][0]}",
-        "PAI_CONTAINER_HOST_http_PORT_LIST": str(t1.ports["http"][0]),
-        "PAI_CONTAINER_HOST_ssh_PORT_LIST": str(t1.ports["ssh"][0]),
-        "PAI_CONTAINER_SSH_PORT": str(t1.ports["ssh"][0]),
-        "PAI_KILL_ALL_ON_COMPLETED_TASK_NUM": "0",
-        "PAI_WORK_DIR": str(backend.root / t1.backend_ref),
-        "LEARNING_RATE": "0.1",
-        "isDebug": "false",
+        # Current task role and task
+        "PAI_CURRENT_TASK_ROLE_NAME": task.role,
+        "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(task.index),
+        "PAI_TASK_INDEX": str(task.index),
+        "PAI_CURRENT_TASK_ROLE_TASK_COUNT": role_spec["count"],
+        "PAI_CURRENT_TASK_ROLE_CPU_COUNT": role_spec["cpu"],
+        "PAI_CURRENT_TASK_ROLE_MEM_MB": role_spec["mem"],
+        "PAI_CURRENT_TASK_ROLE_SHM_MB": role_spec["shm"],
+        "PAI_CURRENT_TASK_ROLE_GPU_COUNT": "0",
+        "PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT": role_spec["fail"],
+        "PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT": role_spec["count"],
+        "PAI_CURRENT_CONTAINER_IP": task.ip,
+        "PAI_CURRENT_CONTAINER_PORT": main_port,
+        "PAI_CONTAINER_HOST_IP": task.ip,
+        "PAI_CONTAINER_HOST_PORT": main_port,
+        "PAI_CONTAINER_HOST_PORT_LIST": ";".join(
+            f"{label}:{listed(ports)}" for label, ports in task.ports.items()
+        ),
+        "PAI_CONTAINER_SSH_PORT": str(task.ports["ssh"][0]) if "ssh" in task.ports else "",
+        "PAI_WORK_DIR": str(work / task.backend_ref),
     }
-    for name, value in expected.items():
-        assert env.get(name) == value, name
+    for label, ports in task.ports.items():
+        env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = listed(ports)
+    for other in tasks.values():
+        env[f"PAI_HOST_IP_{other.role}_{other.index}"] = other.ip
+        for label, ports in other.ports.items():
+            env[f"PAI_PORT_LIST_{other.role}_{other.index}_{label}"] = listed(ports)
+            env[f"PAI_{other.role}_{other.index}_{label}_PORT"] = listed(ports)
+    return env
+
+
+def test_a_two_role_job_sees_every_variable(alice, backend, tmp_path):
+    for name in ("share", "scratch"):
+        (tmp_path / name).mkdir()
+        Storage.objects.create(name=name, path=str(tmp_path / name), open_to_all=True)
+    job = settle(backend, lifecycle.submit(alice, TWO_ROLES))
+    assert job.state == JobState.SUCCEEDED
+    tasks = {f"{t.role}-{t.index}": t for t in Task.objects.filter(attempt__job=job)}
+    assert sorted(tasks) == ["ps-0", "taskrole_1-0", "taskrole_1-1"]
+    for task in tasks.values():
+        printed = env_of(backend.read_log(task.backend_ref, "stdout").decode())
+        seen = {name: value for name, value in printed.items() if name.startswith("PAI_")}
+        assert seen == expected_environment(tasks, task, tmp_path, backend.root), task
+        assert printed["LEARNING_RATE"] == "0.1"
+        assert printed["isDebug"] == "false"
+        assert not any(name.startswith("QIZHI_") for name in printed)  # v1 jobs only
 
 
 def test_a_v1_job_also_sees_the_qizhi_names_and_its_directories(alice, backend):
