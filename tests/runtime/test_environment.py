@@ -167,6 +167,15 @@ def test_a_v1_job_also_sees_the_qizhi_names_and_its_directories(alice, backend):
     http = str(task.ports["http"][0])
     for name, value in {
         "QIZHI_JOB_NAME": "env_v1",
+        "PAI_JOB_NAME": "env_v1",  # seed 002: a v1 job's jobName, not OpenPAI's user~job
+        "PAI_FRAMEWORK_NAME": "alice~env_v1",
+        "QIZHI_FRAMEWORK_NAME": "alice~env_v1",
+        "PAI_USERNAME": "alice",
+        "PAI_TASK_INDEX": "0",
+        "PAI_TASK_ROLE_INSTANCES": "taskrole_1:0",
+        "PAI_CURRENT_CONTAINER_IP": task.ip,
+        "PAI_CURRENT_CONTAINER_PORT": http,
+        "PAI_taskrole_1_0_http_PORT": http,
         "QIZHI_USER_NAME": "alice",
         "QIZHI_DEFAULT_FS_URI": "",
         "QIZHI_CURRENT_TASK_ROLE_CPU_COUNT": "1",
@@ -229,3 +238,28 @@ def test_a_v1_job_without_an_output_dir_gets_the_default_and_jobenvs_replace_no_
         "MODE": "fast",
     }.items():
         assert env.get(name) == value, name
+
+
+def test_a_v1_job_writes_under_its_first_storage_by_default(alice, backend, tmp_path):
+    """Seed 002: ``outputDir`` defaults to ``$PAI_DEFAULT_FS_URI/Output/$jobName``, and the
+    default file system is the storage the job names first."""
+    import json
+
+    Storage.objects.create(name="results", path=str(tmp_path), open_to_all=True)
+    plugin = {"plugin": "teamwise_storage", "parameters": {"storageConfigNames": ["results"]}}
+    command = 'mkdir -p "$PAI_OUTPUT_DIR" && echo done > "$PAI_OUTPUT_DIR/model.txt" && env'
+    v1 = v1_job("env_v1_fs", command, extras={"com.microsoft.pai.runtimeplugin": [plugin]})
+    job = settle(backend, lifecycle.submit(alice, json.dumps(v1)))
+    assert job.state == JobState.SUCCEEDED
+    task = Task.objects.get(attempt__job=job)
+    env = env_of(backend.read_log(task.backend_ref, "stdout").decode())
+    output = f"{tmp_path}/Output/env_v1_fs"
+    for name, value in {
+        "PAI_DEFAULT_FS_URI": str(tmp_path),
+        "QIZHI_DEFAULT_FS_URI": str(tmp_path),
+        "PAI_OUTPUT_DIR": output,
+        "QIZHI_OUTPUT_DIR": output,
+        "PAI_JOB_NAME": "env_v1_fs",
+    }.items():
+        assert env.get(name) == value, name
+    assert (tmp_path / "Output" / "env_v1_fs" / "model.txt").read_text() == "done\n"
