@@ -263,3 +263,76 @@ def test_a_v1_job_writes_under_its_first_storage_by_default(alice, backend, tmp_
     }.items():
         assert env.get(name) == value, name
     assert (tmp_path / "Output" / "env_v1_fs" / "model.txt").read_text() == "done\n"
+
+
+# A job of our own written the way OpenPAI's distributed PyTorch and Horovod examples are: the
+# master is worker 0 (``PAI_HOST_IP_worker_0``, ``PAI_worker_0_SynPort_PORT``), the rank is
+# ``PAI_TASK_INDEX``, the world size ``PAI_TASK_ROLE_TASK_COUNT_worker``, and a Horovod host
+# list is built from ``PAI_TASK_ROLE_INSTANCES``. The workers really meet at the master's port.
+DISTRIBUTED = textwrap.dedent("""\
+    protocolVersion: 2
+    name: ddp_rendezvous
+    type: job
+    prerequisites:
+      - {name: image, type: dockerimage, uri: "pytorch/pytorch:2.1.0-cuda12.1-cudnn8-runtime"}
+    taskRoles:
+      worker:
+        instances: 3
+        completion: {minSucceededInstances: 3}
+        dockerImage: image
+        resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0, ports: {SynPort: 1}}
+        commands:
+          - export MASTER_ADDR=$PAI_HOST_IP_worker_0 MASTER_PORT=$PAI_worker_0_SynPort_PORT
+          - export WORLD_SIZE=$PAI_TASK_ROLE_TASK_COUNT_worker RANK=$PAI_TASK_INDEX
+          - |
+            hosts=""
+            for pair in ${PAI_TASK_ROLE_INSTANCES//,/ }; do
+              address=PAI_HOST_IP_${pair%%:*}_${pair##*:}
+              hosts="$hosts${hosts:+,}${!address}:1"
+            done
+          - echo "horovodrun -np $PAI_TASKS_NUM -H $hosts"
+          - echo "rank $RANK of $WORLD_SIZE in $PAI_FRAMEWORK_NAME"
+          - echo "master $MASTER_ADDR:$MASTER_PORT"
+          - |
+            python3 - <<'PY'
+            import os, socket, time
+            rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+            master = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+            if rank == 0:
+                with socket.create_server(master) as server:
+                    server.settimeout(120)
+                    joined = []
+                    for _ in range(world - 1):
+                        conn, _ = server.accept()
+                        with conn:
+                            joined.append(conn.recv(64).decode())
+                            conn.sendall(b"welcome")
+                print("master met", ",".join(sorted(joined)))
+            else:
+                me = f"{rank}@{os.environ['PAI_CURRENT_CONTAINER_IP']}"
+                for _ in range(1200):
+                    try:
+                        with socket.create_connection(master, timeout=5) as conn:
+                            conn.sendall(me.encode())
+                            print("joined:", conn.recv(16).decode())
+                            break
+                    except OSError:
+                        time.sleep(0.1)
+                else:
+                    raise SystemExit("the master never listened")
+            PY
+    """)
+
+
+def test_a_distributed_job_written_for_openpai_meets_at_its_master(alice, backend):
+    job = settle(backend, lifecycle.submit(alice, DISTRIBUTED), timeout=120)
+    tasks = sorted(Task.objects.filter(attempt__job=job), key=lambda t: t.index)
+    outputs = [backend.read_log(t.backend_ref, "stdout").decode().splitlines() for t in tasks]
+    assert job.state == JobState.SUCCEEDED, outputs
+    master = f"{tasks[0].ip}:{tasks[0].ports['SynPort'][0]}"
+    hosts = ",".join(f"{t.ip}:1" for t in tasks)
+    for rank, lines in enumerate(outputs):
+        assert lines[0] == f"horovodrun -np 3 -H {hosts}"
+        assert lines[1:3] == [f"rank {rank} of 3 in alice~ddp_rendezvous", f"master {master}"]
+    assert outputs[0][3] == f"master met 1@{tasks[1].ip},2@{tasks[2].ip}"
+    assert outputs[1][3] == outputs[2][3] == "joined: welcome"
