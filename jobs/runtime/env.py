@@ -1,6 +1,15 @@
 """The environment of each task: seed 002's ``PAI_*`` names, the OpenPAI runtime's, and for
 v1 jobs seed 003's ``QIZHI_*`` aliases, the v1 directories and ``jobEnvs``.
 
+OpenPAI's names are those its rest-server (``runtime-env.js``, ``k8s.js``) and its runtime
+(``framework_parser.py``) set, with their values: ``PAI_JOB_NAME`` and ``PAI_FRAMEWORK_NAME``
+are ``user~job`` (v1 jobs keep seed 002's bare ``jobName`` in ``PAI_JOB_NAME``); a task's main
+port (``PAI_CURRENT_CONTAINER_PORT``, ``PAI_CONTAINER_HOST_PORT``, the host lists) is its
+``http`` port, as OpenPAI's, else its first one. Where OpenPAI differs from the seeds the seeds
+win: ``PAI_RESOURCE_*`` ends with the 64 MB ``shmMB`` default, role names keep their ``_``
+(``taskrole_1``, which OpenPAI's runtime turns into ``taskrole1``). ``PAI_DEFAULT_FS_URI`` is
+where the job's first storage (``teamwise_storage``) is seen inside the task, "" without one.
+
 ``PAI_WORK_DIR`` is set by the bootstrap script itself (it is the task's working directory).
 """
 
@@ -36,12 +45,26 @@ def env_name(part: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", part)
 
 
+def main_port(placement: Placement) -> str:
+    """A task's main port: its first ``http`` port (OpenPAI's), else its first port, else ""."""
+    labelled = [placement.ports.get("http") or [], *placement.ports.values()]
+    return next((str(ports[0]) for ports in labelled if ports), "")
+
+
 def host_port(placement: Placement) -> str:
-    """``ip:port`` of a task's first port, or the bare ip when it declares none."""
-    for ports in placement.ports.values():
-        if ports:
-            return f"{placement.ip}:{ports[0]}"
-    return placement.ip
+    """``ip:port`` of a task's main port, or the bare ip when it declares none."""
+    port = main_port(placement)
+    return f"{placement.ip}:{port}" if port else placement.ip
+
+
+def shm_mb(spec: dict[str, Any]) -> int:
+    """A role's ``shmMB`` (seed 002's default: 64)."""
+    value: int = spec.get("extraContainerOptions", {}).get("shmMB", 64)
+    return value
+
+
+def is_v1(protocol: dict[str, Any]) -> bool:
+    return isinstance(protocol.get("extras", {}).get("v1"), dict)
 
 
 def task_environment(
@@ -50,23 +73,44 @@ def task_environment(
     roles: dict[str, Any] = ctx.protocol["taskRoles"]
     spec = roles[role]
     resources = spec["resourcePerInstance"]
+    completion = spec["completion"]
     mine = placements[(role, index)]
+    framework_name = f"{ctx.user}~{ctx.job_name}"
+    task_count = str(sum(r["instances"] for r in roles.values()))
     env: dict[str, str] = {
-        "PAI_JOB_NAME": ctx.job_name,
+        "PAI_JOB_NAME": ctx.job_name if is_v1(ctx.protocol) else framework_name,
+        "PAI_FRAMEWORK_NAME": framework_name,
         "PAI_USER_NAME": ctx.user,
-        "PAI_DEFAULT_FS_URI": "",
+        "PAI_USERNAME": ctx.user,
+        "PAI_DEFAULT_FS_URI": next(iter(ctx.storages.values()), ""),
         "PAI_JOB_VC_NAME": ctx.virtual_cluster,
         "PAI_VIRTUAL_CLUSTER": ctx.virtual_cluster,
         "PAI_TASK_ROLE_COUNT": str(len(roles)),
+        "PAI_TASK_ROLES_NUM": str(len(roles)),
+        "PAI_JOB_TASK_ROLE_COUNT": str(len(roles)),
         "PAI_TASK_ROLE_LIST": ",".join(roles),
-        "PAI_JOB_TASK_COUNT": str(sum(r["instances"] for r in roles.values())),
+        "PAI_JOB_TASK_ROLE_LIST": ",".join(roles),
+        "PAI_JOB_TASK_COUNT": task_count,
+        "PAI_TASKS_NUM": task_count,
+        "PAI_TASK_ROLE_INSTANCES": ",".join(
+            f"{env_name(name)}:{i}"
+            for name, other in roles.items()
+            for i in range(other["instances"])
+        ),
         "PAI_CURRENT_TASK_ROLE_NAME": role,
         "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(index),
+        "PAI_TASK_INDEX": str(index),
         "PAI_CURRENT_TASK_ROLE_TASK_COUNT": str(spec["instances"]),
         "PAI_CURRENT_TASK_ROLE_CPU_COUNT": str(resources["cpu"]),
         "PAI_CURRENT_TASK_ROLE_MEM_MB": str(resources["memoryMB"]),
         "PAI_CURRENT_TASK_ROLE_GPU_COUNT": str(resources["gpu"]),
+        "PAI_CURRENT_TASK_ROLE_SHM_MB": str(shm_mb(spec)),
+        "PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT": str(completion["minFailedInstances"]),
+        "PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT": str(completion["minSucceededInstances"]),
+        "PAI_CURRENT_CONTAINER_IP": mine.ip,
+        "PAI_CURRENT_CONTAINER_PORT": main_port(mine),
         "PAI_CONTAINER_HOST_IP": mine.ip,
+        "PAI_CONTAINER_HOST_PORT": main_port(mine),
         "PAI_CONTAINER_HOST_PORT_LIST": ";".join(
             f"{label}:{','.join(map(str, ports))}" for label, ports in mine.ports.items()
         ),
@@ -78,25 +122,25 @@ def task_environment(
     for name, other in roles.items():
         key = env_name(name)
         res = other["resourcePerInstance"]
-        shm = other.get("extraContainerOptions", {}).get("shmMB", 64)
-        completion = other["completion"]
+        ends = other["completion"]
         env[f"PAI_TASK_ROLE_TASK_COUNT_{key}"] = str(other["instances"])
-        env[f"PAI_RESOURCE_{key}"] = f"{res['gpu']},{res['cpu']},{res['memoryMB']},{shm}"
-        env[f"PAI_MIN_FAILED_TASK_COUNT_{key}"] = str(completion["minFailedInstances"])
-        env[f"PAI_MIN_SUCCEEDED_TASK_COUNT_{key}"] = str(completion["minSucceededInstances"])
+        env[f"PAI_RESOURCE_{key}"] = f"{res['gpu']},{res['cpu']},{res['memoryMB']},{shm_mb(other)}"
+        env[f"PAI_MIN_FAILED_TASK_COUNT_{key}"] = str(ends["minFailedInstances"])
+        env[f"PAI_MIN_SUCCEEDED_TASK_COUNT_{key}"] = str(ends["minSucceededInstances"])
         hosts = []
         for i in range(other["instances"]):
             placement = placements[(name, i)]
             hosts.append(host_port(placement))
             env[f"PAI_HOST_IP_{key}_{i}"] = placement.ip
             for label, ports in placement.ports.items():
-                env[f"PAI_PORT_LIST_{key}_{i}_{env_name(label)}"] = ",".join(map(str, ports))
+                listed = ",".join(map(str, ports))
+                env[f"PAI_PORT_LIST_{key}_{i}_{env_name(label)}"] = listed
+                env[f"PAI_{key}_{i}_{env_name(label)}_PORT"] = listed
         env[f"PAI_TASK_ROLE_{key}_HOST_LIST"] = ",".join(hosts)
     for name in ctx.storages:
         env[f"PAI_STORAGE_{env_name(name)}"] = ctx.storages[name]
-    v1 = ctx.protocol.get("extras", {}).get("v1")
-    if isinstance(v1, dict):
-        env.update(v1_environment(env, v1))
+    if is_v1(ctx.protocol):
+        env.update(v1_environment(env, ctx.protocol["extras"]["v1"]))
     env.update(job_envs(ctx.protocol.get("extras", {}).get("jobEnvs")))
     return env
 
@@ -120,8 +164,6 @@ def v1_environment(env: dict[str, str], v1: dict[str, Any]) -> dict[str, str]:
     for name, value in {**env, **extra}.items():
         if name.startswith("PAI_"):
             extra["QIZHI_" + name[4:]] = value
-    extra["QIZHI_JOB_TASK_ROLE_COUNT"] = env["PAI_TASK_ROLE_COUNT"]
-    extra["QIZHI_JOB_TASK_ROLE_LIST"] = env["PAI_TASK_ROLE_LIST"]
     extra.update(job_envs(v1.get("jobEnvs")))
     return extra
 

@@ -77,3 +77,42 @@ def test_v1_directories_written_with_the_default_fs_uri_have_it_expanded():
     assert extra["PAI_DATA_DIR"] == "hdfs://nn:9000/path/data"
     assert extra["QIZHI_OUTPUT_DIR"] == "hdfs://nn:9000/path/output"
     assert extra["PAI_CODE_DIR"] == "$QIZHI_DEFAULT_FS_URIX/not/ours"
+
+
+def test_every_name_built_from_task_role_instances_exists():
+    """OpenPAI's scripts (ssh barrier, Horovod host lists) read ``PAI_TASK_ROLE_INSTANCES`` as
+    ``role:index`` pairs and look up ``PAI_HOST_IP_<role>_<index>``: v1 role names such as
+    ``task.role~1`` appear there as in the variable names."""
+    p = protocol()
+    p["taskRoles"] = {"task.role~1": p["taskRoles"]["taskrole_1"], "ps": p["taskRoles"]["ps"]}
+    placements = {
+        ("task.role~1", i) if r == "taskrole_1" else (r, i): v for (r, i), v in PLACEMENTS.items()
+    }
+    env = task_environment(JobContext("alice", "j", "default", p), placements, "ps", 0)
+    assert env["PAI_TASK_ROLE_INSTANCES"] == "task_role_1:0,task_role_1:1,ps:0"
+    for pair in env["PAI_TASK_ROLE_INSTANCES"].split(","):
+        role, index = pair.split(":")
+        assert env[f"PAI_HOST_IP_{role}_{index}"]
+        assert env[f"PAI_{role}_{index}_http_PORT"] == env[f"PAI_PORT_LIST_{role}_{index}_http"]
+
+
+def test_the_main_port_is_http_as_in_openpai_and_addresses_may_be_dns_names():
+    """On Kubernetes a task's address is its DNS name; the current container's port, like the
+    host lists, is its ``http`` port whatever the order the ports are declared in."""
+    placements = {
+        ("taskrole_1", 0): Placement("taskrole-1-0.pai-a1", {"ssh": [2000], "http": [2001]}),
+        ("taskrole_1", 1): Placement("taskrole-1-1.pai-a1", {"ssh": [2000], "http": [2001]}),
+        ("ps", 0): Placement("ps-0.pai-a1", {"grpc": [2002, 2003]}),
+    }
+    ctx = JobContext("alice", "j", "default", protocol())
+    env = task_environment(ctx, placements, "taskrole_1", 1)
+    assert env["PAI_CURRENT_CONTAINER_IP"] == env["PAI_CONTAINER_HOST_IP"] == "taskrole-1-1.pai-a1"
+    assert env["PAI_CURRENT_CONTAINER_PORT"] == env["PAI_CONTAINER_HOST_PORT"] == "2001"
+    assert env["PAI_TASK_ROLE_taskrole_1_HOST_LIST"] == (
+        "taskrole-1-0.pai-a1:2001,taskrole-1-1.pai-a1:2001"
+    )
+    ps = task_environment(ctx, placements, "ps", 0)
+    assert ps["PAI_CURRENT_CONTAINER_PORT"] == "2002"  # no http port: its first port
+    assert ps["PAI_TASK_ROLE_ps_HOST_LIST"] == "ps-0.pai-a1:2002"
+    assert ps["PAI_JOB_NAME"] == ps["PAI_FRAMEWORK_NAME"] == "alice~j"
+    assert ps["PAI_DEFAULT_FS_URI"] == ""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
+from clusters.models import Storage
 from jobs import lifecycle
 from jobs.models import Task
 from jobs.states import JobState
@@ -22,70 +24,118 @@ TWO_ROLES = textwrap.dedent("""\
       - {name: image, type: dockerimage, uri: "python:3.11"}
     extras:
       jobEnvs: {isDebug: false, LEARNING_RATE: "0.1"}
+      com.microsoft.pai.runtimeplugin:
+        - plugin: teamwise_storage
+          parameters: {storageConfigNames: [share, scratch]}
     taskRoles:
       taskrole_1:
         instances: 2
         completion: {minFailedInstances: 2, minSucceededInstances: 2}
         dockerImage: image
-        resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0, ports: {http: 1, ssh: 1}}
+        resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0, ports: {ssh: 1, http: 1}}
         commands: [env]
       ps:
         instances: 1
         dockerImage: image
+        extraContainerOptions: {shmMB: 32}
         resourcePerInstance: {cpu: 2, memoryMB: 256, gpu: 0, ports: {http: 2}}
         commands: [env]
     """)
 
 
-def test_a_two_role_job_sees_every_variable(alice, backend):
-    job = settle(backend, lifecycle.submit(alice, TWO_ROLES))
-    assert job.state == JobState.SUCCEEDED
-    tasks = {f"{t.role}-{t.index}": t for t in Task.objects.filter(attempt__job=job)}
-    t1 = tasks["taskrole_1-1"]
-    env = env_of(backend.read_log(t1.backend_ref, "stdout").decode())
-    ps, t0 = tasks["ps-0"], tasks["taskrole_1-0"]
-    expected = {
-        "PAI_JOB_NAME": "env_dump",
+def listed(ports: list[int]) -> str:
+    return ",".join(map(str, ports))
+
+
+def expected_environment(
+    tasks: dict[str, Task], task: Task, storages: Path, work: Path
+) -> dict[str, str]:
+    """Every ``PAI_*`` variable the task must see, with its value: OpenPAI's rest-server
+    (``runtime-env.js``, ``k8s.js``) and runtime (``framework_parser.py``) names, seed 002's."""
+    t0, t1, ps = tasks["taskrole_1-0"], tasks["taskrole_1-1"], tasks["ps-0"]
+    role_spec = {
+        "taskrole_1": {"cpu": "1", "mem": "128", "shm": "64", "count": "2", "fail": "2"},
+        "ps": {"cpu": "2", "mem": "256", "shm": "32", "count": "1", "fail": "1"},
+    }[task.role]
+    main_port = str(task.ports["http"][0])
+    env = {
+        # Job level
+        "PAI_JOB_NAME": "alice~env_dump",
+        "PAI_FRAMEWORK_NAME": "alice~env_dump",
         "PAI_USER_NAME": "alice",
-        "PAI_DEFAULT_FS_URI": "",
+        "PAI_USERNAME": "alice",
+        "PAI_DEFAULT_FS_URI": str(storages / "share"),  # the job's first storage
         "PAI_JOB_VC_NAME": "default",
         "PAI_VIRTUAL_CLUSTER": "default",
+        "PAI_JOB_TASK_COUNT": "3",
+        "PAI_TASKS_NUM": "3",
+        "PAI_KILL_ALL_ON_COMPLETED_TASK_NUM": "0",
+        "PAI_STORAGE_share": str(storages / "share"),
+        "PAI_STORAGE_scratch": str(storages / "scratch"),
+        # Task role level
         "PAI_TASK_ROLE_COUNT": "2",
+        "PAI_TASK_ROLES_NUM": "2",
+        "PAI_JOB_TASK_ROLE_COUNT": "2",
         "PAI_TASK_ROLE_LIST": "taskrole_1,ps",
+        "PAI_JOB_TASK_ROLE_LIST": "taskrole_1,ps",
+        "PAI_TASK_ROLE_INSTANCES": "taskrole_1:0,taskrole_1:1,ps:0",
         "PAI_TASK_ROLE_TASK_COUNT_taskrole_1": "2",
         "PAI_TASK_ROLE_TASK_COUNT_ps": "1",
-        "PAI_JOB_TASK_COUNT": "3",
-        "PAI_HOST_IP_taskrole_1_0": t0.ip,
-        "PAI_HOST_IP_taskrole_1_1": t1.ip,
-        "PAI_HOST_IP_ps_0": ps.ip,
-        "PAI_PORT_LIST_taskrole_1_0_ssh": str(t0.ports["ssh"][0]),
-        "PAI_PORT_LIST_ps_0_http": ",".join(map(str, ps.ports["http"])),
         "PAI_RESOURCE_taskrole_1": "0,1,128,64",
-        "PAI_RESOURCE_ps": "0,2,256,64",
+        "PAI_RESOURCE_ps": "0,2,256,32",
         "PAI_MIN_FAILED_TASK_COUNT_taskrole_1": "2",
         "PAI_MIN_SUCCEEDED_TASK_COUNT_taskrole_1": "2",
         "PAI_MIN_FAILED_TASK_COUNT_ps": "1",
-        "PAI_CURRENT_TASK_ROLE_NAME": "taskrole_1",
-        "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": "1",
-        "PAI_CURRENT_TASK_ROLE_TASK_COUNT": "2",
-        "PAI_CURRENT_TASK_ROLE_CPU_COUNT": "1",
-        "PAI_CURRENT_TASK_ROLE_MEM_MB": "128",
-        "PAI_CURRENT_TASK_ROLE_GPU_COUNT": "0",
+        "PAI_MIN_SUCCEEDED_TASK_COUNT_ps": "1",
         "PAI_TASK_ROLE_taskrole_1_HOST_LIST": f"{t0.ip}:{t0.ports['http'][0]},"
         f"{t1.ip}:{t1.ports['http'][0]}",
         "PAI_TASK_ROLE_ps_HOST_LIST": f"{ps.ip}:{ps.ports['http'][0]}",
-        "PAI_CONTAINER_HOST_IP": t1.ip,
-        "PAI_CONTAINER_HOST_PORT_LIST": f"http:{t1.ports['http'][0]};ssh:{t1.ports['ssh'][0]}",
-        "PAI_CONTAINER_HOST_http_PORT_LIST": str(t1.ports["http"][0]),
-        "PAI_CONTAINER_HOST_ssh_PORT_LIST": str(t1.ports["ssh"][0]),
-        "PAI_CONTAINER_SSH_PORT": str(t1.ports["ssh"][0]),
-        "PAI_KILL_ALL_ON_COMPLETED_TASK_NUM": "0",
-        "PAI_WORK_DIR": str(backend.root / t1.backend_ref),
-        "LEARNING_RATE": "0.1",
-        "isDebug": "false",
+        # Current task role and task
+        "PAI_CURRENT_TASK_ROLE_NAME": task.role,
+        "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(task.index),
+        "PAI_TASK_INDEX": str(task.index),
+        "PAI_CURRENT_TASK_ROLE_TASK_COUNT": role_spec["count"],
+        "PAI_CURRENT_TASK_ROLE_CPU_COUNT": role_spec["cpu"],
+        "PAI_CURRENT_TASK_ROLE_MEM_MB": role_spec["mem"],
+        "PAI_CURRENT_TASK_ROLE_SHM_MB": role_spec["shm"],
+        "PAI_CURRENT_TASK_ROLE_GPU_COUNT": "0",
+        "PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT": role_spec["fail"],
+        "PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT": role_spec["count"],
+        "PAI_CURRENT_CONTAINER_IP": task.ip,
+        "PAI_CURRENT_CONTAINER_PORT": main_port,
+        "PAI_CONTAINER_HOST_IP": task.ip,
+        "PAI_CONTAINER_HOST_PORT": main_port,
+        "PAI_CONTAINER_HOST_PORT_LIST": ";".join(
+            f"{label}:{listed(ports)}" for label, ports in task.ports.items()
+        ),
+        "PAI_CONTAINER_SSH_PORT": str(task.ports["ssh"][0]) if "ssh" in task.ports else "",
+        "PAI_WORK_DIR": str(work / task.backend_ref),
     }
-    for name, value in expected.items():
-        assert env.get(name) == value, name
+    for label, ports in task.ports.items():
+        env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = listed(ports)
+    for other in tasks.values():
+        env[f"PAI_HOST_IP_{other.role}_{other.index}"] = other.ip
+        for label, ports in other.ports.items():
+            env[f"PAI_PORT_LIST_{other.role}_{other.index}_{label}"] = listed(ports)
+            env[f"PAI_{other.role}_{other.index}_{label}_PORT"] = listed(ports)
+    return env
+
+
+def test_a_two_role_job_sees_every_variable(alice, backend, tmp_path):
+    for name in ("share", "scratch"):
+        (tmp_path / name).mkdir()
+        Storage.objects.create(name=name, path=str(tmp_path / name), open_to_all=True)
+    job = settle(backend, lifecycle.submit(alice, TWO_ROLES))
+    assert job.state == JobState.SUCCEEDED
+    tasks = {f"{t.role}-{t.index}": t for t in Task.objects.filter(attempt__job=job)}
+    assert sorted(tasks) == ["ps-0", "taskrole_1-0", "taskrole_1-1"]
+    for task in tasks.values():
+        printed = env_of(backend.read_log(task.backend_ref, "stdout").decode())
+        seen = {name: value for name, value in printed.items() if name.startswith("PAI_")}
+        assert seen == expected_environment(tasks, task, tmp_path, backend.root), task
+        assert printed["LEARNING_RATE"] == "0.1"
+        assert printed["isDebug"] == "false"
+        assert not any(name.startswith("QIZHI_") for name in printed)  # v1 jobs only
 
 
 def test_a_v1_job_also_sees_the_qizhi_names_and_its_directories(alice, backend):
@@ -117,6 +167,15 @@ def test_a_v1_job_also_sees_the_qizhi_names_and_its_directories(alice, backend):
     http = str(task.ports["http"][0])
     for name, value in {
         "QIZHI_JOB_NAME": "env_v1",
+        "PAI_JOB_NAME": "env_v1",  # seed 002: a v1 job's jobName, not OpenPAI's user~job
+        "PAI_FRAMEWORK_NAME": "alice~env_v1",
+        "QIZHI_FRAMEWORK_NAME": "alice~env_v1",
+        "PAI_USERNAME": "alice",
+        "PAI_TASK_INDEX": "0",
+        "PAI_TASK_ROLE_INSTANCES": "taskrole_1:0",
+        "PAI_CURRENT_CONTAINER_IP": task.ip,
+        "PAI_CURRENT_CONTAINER_PORT": http,
+        "PAI_taskrole_1_0_http_PORT": http,
         "QIZHI_USER_NAME": "alice",
         "QIZHI_DEFAULT_FS_URI": "",
         "QIZHI_CURRENT_TASK_ROLE_CPU_COUNT": "1",
@@ -179,3 +238,101 @@ def test_a_v1_job_without_an_output_dir_gets_the_default_and_jobenvs_replace_no_
         "MODE": "fast",
     }.items():
         assert env.get(name) == value, name
+
+
+def test_a_v1_job_writes_under_its_first_storage_by_default(alice, backend, tmp_path):
+    """Seed 002: ``outputDir`` defaults to ``$PAI_DEFAULT_FS_URI/Output/$jobName``, and the
+    default file system is the storage the job names first."""
+    import json
+
+    Storage.objects.create(name="results", path=str(tmp_path), open_to_all=True)
+    plugin = {"plugin": "teamwise_storage", "parameters": {"storageConfigNames": ["results"]}}
+    command = 'mkdir -p "$PAI_OUTPUT_DIR" && echo done > "$PAI_OUTPUT_DIR/model.txt" && env'
+    v1 = v1_job("env_v1_fs", command, extras={"com.microsoft.pai.runtimeplugin": [plugin]})
+    job = settle(backend, lifecycle.submit(alice, json.dumps(v1)))
+    assert job.state == JobState.SUCCEEDED
+    task = Task.objects.get(attempt__job=job)
+    env = env_of(backend.read_log(task.backend_ref, "stdout").decode())
+    output = f"{tmp_path}/Output/env_v1_fs"
+    for name, value in {
+        "PAI_DEFAULT_FS_URI": str(tmp_path),
+        "QIZHI_DEFAULT_FS_URI": str(tmp_path),
+        "PAI_OUTPUT_DIR": output,
+        "QIZHI_OUTPUT_DIR": output,
+        "PAI_JOB_NAME": "env_v1_fs",
+    }.items():
+        assert env.get(name) == value, name
+    assert (tmp_path / "Output" / "env_v1_fs" / "model.txt").read_text() == "done\n"
+
+
+# A job of our own written the way OpenPAI's distributed PyTorch and Horovod examples are: the
+# master is worker 0 (``PAI_HOST_IP_worker_0``, ``PAI_worker_0_SynPort_PORT``), the rank is
+# ``PAI_TASK_INDEX``, the world size ``PAI_TASK_ROLE_TASK_COUNT_worker``, and a Horovod host
+# list is built from ``PAI_TASK_ROLE_INSTANCES``. The workers really meet at the master's port.
+DISTRIBUTED = textwrap.dedent("""\
+    protocolVersion: 2
+    name: ddp_rendezvous
+    type: job
+    prerequisites:
+      - {name: image, type: dockerimage, uri: "pytorch/pytorch:2.1.0-cuda12.1-cudnn8-runtime"}
+    taskRoles:
+      worker:
+        instances: 3
+        completion: {minSucceededInstances: 3}
+        dockerImage: image
+        resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0, ports: {SynPort: 1}}
+        commands:
+          - export MASTER_ADDR=$PAI_HOST_IP_worker_0 MASTER_PORT=$PAI_worker_0_SynPort_PORT
+          - export WORLD_SIZE=$PAI_TASK_ROLE_TASK_COUNT_worker RANK=$PAI_TASK_INDEX
+          - |
+            hosts=""
+            for pair in ${PAI_TASK_ROLE_INSTANCES//,/ }; do
+              address=PAI_HOST_IP_${pair%%:*}_${pair##*:}
+              hosts="$hosts${hosts:+,}${!address}:1"
+            done
+          - echo "horovodrun -np $PAI_TASKS_NUM -H $hosts"
+          - echo "rank $RANK of $WORLD_SIZE in $PAI_FRAMEWORK_NAME"
+          - echo "master $MASTER_ADDR:$MASTER_PORT"
+          - |
+            python3 - <<'PY'
+            import os, socket, time
+            rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+            master = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+            if rank == 0:
+                with socket.create_server(master) as server:
+                    server.settimeout(120)
+                    joined = []
+                    for _ in range(world - 1):
+                        conn, _ = server.accept()
+                        with conn:
+                            joined.append(conn.recv(64).decode())
+                            conn.sendall(b"welcome")
+                print("master met", ",".join(sorted(joined)))
+            else:
+                me = f"{rank}@{os.environ['PAI_CURRENT_CONTAINER_IP']}"
+                for _ in range(1200):
+                    try:
+                        with socket.create_connection(master, timeout=5) as conn:
+                            conn.sendall(me.encode())
+                            print("joined:", conn.recv(16).decode())
+                            break
+                    except OSError:
+                        time.sleep(0.1)
+                else:
+                    raise SystemExit("the master never listened")
+            PY
+    """)
+
+
+def test_a_distributed_job_written_for_openpai_meets_at_its_master(alice, backend):
+    job = settle(backend, lifecycle.submit(alice, DISTRIBUTED), timeout=120)
+    tasks = sorted(Task.objects.filter(attempt__job=job), key=lambda t: t.index)
+    outputs = [backend.read_log(t.backend_ref, "stdout").decode().splitlines() for t in tasks]
+    assert job.state == JobState.SUCCEEDED, outputs
+    master = f"{tasks[0].ip}:{tasks[0].ports['SynPort'][0]}"
+    hosts = ",".join(f"{t.ip}:1" for t in tasks)
+    for rank, lines in enumerate(outputs):
+        assert lines[0] == f"horovodrun -np 3 -H {hosts}"
+        assert lines[1:3] == [f"rank {rank} of 3 in alice~ddp_rendezvous", f"master {master}"]
+    assert outputs[0][3] == f"master met 1@{tasks[1].ip},2@{tasks[2].ip}"
+    assert outputs[1][3] == outputs[2][3] == "joined: welcome"
