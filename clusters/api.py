@@ -14,8 +14,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.admission import quota_of
+from clusters.capacity import cluster_capacity
 from clusters.edit import delete, delete_problem, quota_problems
-from clusters.models import VirtualCluster
+from clusters.models import Node, VirtualCluster
 from clusters.overview import VCView, overview
 from clusters.quota import Limit, Resources
 from jobs.api.schemas import ERRORS, MessageSerializer, VirtualClusterSerializer
@@ -211,3 +212,42 @@ class VirtualClusterView(APIView):
             return error("ConflictVirtualClusterError", problem, 409)
         delete(vc)
         return Response({"message": f"virtual cluster {name} deleted"})
+
+
+def sku_types(nodes: list[Node]) -> dict[str, dict[str, int]]:
+    """OpenPAI's SKU types: per GPU type, the share of a node that comes with one such GPU
+    (the least on any node that has it, so a task sized by it fits anywhere). A cluster
+    without GPUs has none, as OpenPAI without its HiveD scheduler."""
+    units: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        gpus_on_node = sum(node.gpus.values())
+        for kind, count in node.gpus.items():
+            if count <= 0:
+                continue
+            unit = {
+                "cpu": node.cpu // gpus_on_node,
+                "memory": node.memory_mb // gpus_on_node,
+                "gpu": 1,
+            }
+            seen = units.get(kind)
+            units[kind] = unit if seen is None else {k: min(seen[k], unit[k]) for k in unit}
+    return dict(sorted(units.items()))
+
+
+SKU_MAP = {
+    "type": "object",
+    "additionalProperties": {
+        "type": "object",
+        "properties": {k: {"type": "integer"} for k in ("cpu", "memory", "gpu")},
+        "required": ["cpu", "memory", "gpu"],
+    },
+}
+
+
+class SkuTypesView(APIView):
+    """``GET /api/v2/cluster/sku-types``: ``{<GPU type>: {cpu, memory, gpu}}``."""
+
+    @extend_schema(responses={200: SKU_MAP, **ERRORS})
+    def get(self, request: Request) -> Response:
+        cluster_capacity()  # caches the nodes when beat has not yet
+        return Response(sku_types(list(Node.objects.all())))
