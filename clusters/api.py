@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import transaction
 from drf_spectacular.utils import extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -79,7 +79,7 @@ def vc_info(view: VCView, capacity: Limit) -> dict[str, Any]:
         "usedCapacity": percent(view.used.cpu, capacity.cpu),
         "maxCapacity": 100.0,
         "dedicated": False,
-        "status": "RUNNING",
+        "status": "STOPPED" if vc.stopped else "RUNNING",
     }
 
 
@@ -212,6 +212,34 @@ class VirtualClusterView(APIView):
             return error("ConflictVirtualClusterError", problem, 409)
         delete(vc)
         return Response({"message": f"virtual cluster {name} deleted"})
+
+
+class VirtualClusterStatusSerializer(serializers.Serializer[dict[str, str]]):
+    vcStatus = serializers.ChoiceField(choices=["stopped", "running"])
+
+
+class VirtualClusterStatusView(APIView):
+    """OpenPAI's ``PUT /api/v2/virtual-clusters/<vc>/status`` (admin): ``{"vcStatus":
+    "stopped"}`` makes the virtual cluster refuse new jobs, ``"running"`` admits them again;
+    the jobs it holds go on either way."""
+
+    @extend_schema(
+        request=VirtualClusterStatusSerializer, responses={201: MessageSerializer, **ERRORS}
+    )
+    def put(self, request: Request, name: str) -> Response:
+        denied = IsAdminForWrites().check(request)
+        if denied:
+            return denied
+        form = VirtualClusterStatusSerializer(data=request.data)
+        if not form.is_valid():
+            wanted = request.data.get("vcStatus") if isinstance(request.data, dict) else None
+            message = f"vcStatus: 'stopped' or 'running', not {wanted!r}"
+            return error("BadConfigurationError", message, 400)
+        stopped = form.validated_data["vcStatus"] == "stopped"
+        if not VirtualCluster.objects.filter(name=name).update(stopped=stopped):
+            return error("NoVirtualClusterError", f"no virtual cluster named {name!r}", 404)
+        verb = "stop" if stopped else "active"  # OpenPAI's messages
+        return Response({"message": f"{verb} vc {name} successfully"}, status=201)
 
 
 def sku_types(nodes: list[Node]) -> dict[str, dict[str, int]]:
