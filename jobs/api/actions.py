@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import lifecycle
-from jobs.access import job_for
+from jobs.access import is_admin, job_for, listable_jobs
 from jobs.api.schemas import (
     ERRORS,
     ErrorSerializer,
@@ -52,6 +52,15 @@ class ExecutionTypeView(APIView):
         responses={202: MessageSerializer, 409: ErrorSerializer, **ERRORS},
     )
     def put(self, request: Request, username: str, name: str) -> Response:
+        listed = listable_jobs(request.user).filter(owner__username=username, name=name)
+        if listed.exclude(owner_id=request.user.pk).exists() and not is_admin(request.user):
+            # OpenPAI's answer to a change of another user's job this user can see in lists;
+            # a job they cannot see stays 404 (job_for).
+            message = f"{request.user.get_username()} may not change job {username}~{name}"
+            return Response(
+                {"code": "ForbiddenUserError", "message": message},
+                status=status.HTTP_403_FORBIDDEN,
+            )
         job = job_for(request.user, username, name)
         form = ExecutionTypeSerializer(data=request.data)
         form.is_valid(raise_exception=True)
