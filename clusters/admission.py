@@ -106,6 +106,11 @@ def submit_check(user: Any, protocol: dict[str, Any], vc_name: str | None) -> Vi
         raise PermissionError(
             f"virtual cluster '{vc.name}': {user.get_username()} is not a member of it"
         )
+    if vc.stopped:
+        raise ValueError(
+            f"defaults.virtualCluster: virtual cluster '{vc.name}' is stopped and admits no new "
+            "job until an admin sets it running again"
+        )
     need = demand_of(protocol)
     _, opportunistic = options_of(protocol)
     limits = [(capacity.cluster_capacity(), "the cluster has")]

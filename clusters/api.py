@@ -8,14 +8,15 @@ from typing import Any
 
 from django.db import transaction
 from drf_spectacular.utils import extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.admission import quota_of
+from clusters.capacity import cluster_capacity
 from clusters.edit import delete, delete_problem, quota_problems
-from clusters.models import VirtualCluster
+from clusters.models import Node, VirtualCluster
 from clusters.overview import VCView, overview
 from clusters.quota import Limit, Resources
 from jobs.api.schemas import ERRORS, MessageSerializer, VirtualClusterSerializer
@@ -78,7 +79,7 @@ def vc_info(view: VCView, capacity: Limit) -> dict[str, Any]:
         "usedCapacity": percent(view.used.cpu, capacity.cpu),
         "maxCapacity": 100.0,
         "dedicated": False,
-        "status": "RUNNING",
+        "status": "STOPPED" if vc.stopped else "RUNNING",
     }
 
 
@@ -211,3 +212,70 @@ class VirtualClusterView(APIView):
             return error("ConflictVirtualClusterError", problem, 409)
         delete(vc)
         return Response({"message": f"virtual cluster {name} deleted"})
+
+
+class VirtualClusterStatusSerializer(serializers.Serializer[dict[str, str]]):
+    vcStatus = serializers.ChoiceField(choices=["stopped", "running"])
+
+
+class VirtualClusterStatusView(APIView):
+    """OpenPAI's ``PUT /api/v2/virtual-clusters/<vc>/status`` (admin): ``{"vcStatus":
+    "stopped"}`` makes the virtual cluster refuse new jobs, ``"running"`` admits them again;
+    the jobs it holds go on either way."""
+
+    @extend_schema(
+        request=VirtualClusterStatusSerializer, responses={201: MessageSerializer, **ERRORS}
+    )
+    def put(self, request: Request, name: str) -> Response:
+        denied = IsAdminForWrites().check(request)
+        if denied:
+            return denied
+        form = VirtualClusterStatusSerializer(data=request.data)
+        if not form.is_valid():
+            wanted = request.data.get("vcStatus") if isinstance(request.data, dict) else None
+            message = f"vcStatus: 'stopped' or 'running', not {wanted!r}"
+            return error("BadConfigurationError", message, 400)
+        stopped = form.validated_data["vcStatus"] == "stopped"
+        if not VirtualCluster.objects.filter(name=name).update(stopped=stopped):
+            return error("NoVirtualClusterError", f"no virtual cluster named {name!r}", 404)
+        verb = "stop" if stopped else "active"  # OpenPAI's messages
+        return Response({"message": f"{verb} vc {name} successfully"}, status=201)
+
+
+def sku_types(nodes: list[Node]) -> dict[str, dict[str, int]]:
+    """OpenPAI's SKU types: per GPU type, the share of a node that comes with one such GPU
+    (the least on any node that has it, so a task sized by it fits anywhere). A cluster
+    without GPUs has none, as OpenPAI without its HiveD scheduler."""
+    units: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        gpus_on_node = sum(node.gpus.values())
+        for kind, count in node.gpus.items():
+            if count <= 0:
+                continue
+            unit = {
+                "cpu": node.cpu // gpus_on_node,
+                "memory": node.memory_mb // gpus_on_node,
+                "gpu": 1,
+            }
+            seen = units.get(kind)
+            units[kind] = unit if seen is None else {k: min(seen[k], unit[k]) for k in unit}
+    return dict(sorted(units.items()))
+
+
+SKU_MAP = {
+    "type": "object",
+    "additionalProperties": {
+        "type": "object",
+        "properties": {k: {"type": "integer"} for k in ("cpu", "memory", "gpu")},
+        "required": ["cpu", "memory", "gpu"],
+    },
+}
+
+
+class SkuTypesView(APIView):
+    """``GET /api/v2/cluster/sku-types``: ``{<GPU type>: {cpu, memory, gpu}}``."""
+
+    @extend_schema(responses={200: SKU_MAP, **ERRORS})
+    def get(self, request: Request) -> Response:
+        cluster_capacity()  # caches the nodes when beat has not yet
+        return Response(sku_types(list(Node.objects.all())))

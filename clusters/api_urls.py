@@ -1,11 +1,22 @@
 from django.urls import path
 
-from clusters.api import VirtualClustersView, VirtualClusterView
+from clusters.api import (
+    SkuTypesView,
+    VirtualClusterStatusView,
+    VirtualClustersView,
+    VirtualClusterView,
+)
 from clusters.storage_api import KubernetesNodesView, StoragesView, StorageView
 
 urlpatterns = [
     path("virtual-clusters", VirtualClustersView.as_view(), name="api-virtual-clusters"),
     path("virtual-clusters/<str:name>", VirtualClusterView.as_view(), name="api-virtual-cluster"),
+    path("cluster/sku-types", SkuTypesView.as_view(), name="api-sku-types"),
+    path(
+        "virtual-clusters/<str:name>/status",
+        VirtualClusterStatusView.as_view(),
+        name="api-virtual-cluster-status",
+    ),
     path("storages", StoragesView.as_view(), name="api-storages"),
     path("storages/<str:name>", StorageView.as_view(), name="api-storage"),
     path("kubernetes/nodes", KubernetesNodesView.as_view(), name="api-k8s-nodes"),

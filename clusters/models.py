@@ -39,6 +39,9 @@ class VirtualCluster(models.Model):
     gpus = models.JSONField(null=True, blank=True)
     strict_fifo = models.BooleanField(default=False)
     open_to_all = models.BooleanField(default=False)
+    # OpenPAI's "stopped" status: the virtual cluster admits no new job; the ones it holds
+    # (waiting or running) go on.
+    stopped = models.BooleanField(default=False)
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, blank=True, related_name="virtual_clusters"
     )

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import DatabaseError, connection
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import lifecycle
-from jobs.access import job_for
+from jobs.access import is_admin, job_for, listable_jobs
 from jobs.api.schemas import (
     ERRORS,
     ErrorSerializer,
+    HealthSerializer,
     JobAttemptSerializer,
     JobEventsSerializer,
     MessageSerializer,
@@ -49,6 +52,15 @@ class ExecutionTypeView(APIView):
         responses={202: MessageSerializer, 409: ErrorSerializer, **ERRORS},
     )
     def put(self, request: Request, username: str, name: str) -> Response:
+        listed = listable_jobs(request.user).filter(owner__username=username, name=name)
+        if listed.exclude(owner_id=request.user.pk).exists() and not is_admin(request.user):
+            # OpenPAI's answer to a change of another user's job this user can see in lists;
+            # a job they cannot see stays 404 (job_for).
+            message = f"{request.user.get_username()} may not change job {username}~{name}"
+            return Response(
+                {"code": "ForbiddenUserError", "message": message},
+                status=status.HTTP_403_FORBIDDEN,
+            )
         job = job_for(request.user, username, name)
         form = ExecutionTypeSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -74,38 +86,76 @@ class ExecutionTypeView(APIView):
         return Response({"message": message}, status=status.HTTP_202_ACCEPTED)
 
 
-def attempt_detail(job: Job, attempt: JobAttempt, latest: int) -> dict[str, Any]:
-    detail = job_detail(job, attempt, list(attempt.tasks.all()))
+def pending_attempt(job: Job, attempts: list[JobAttempt]) -> int | None:
+    """The index of the attempt a waiting job is about to start, as OpenPAI reports it: its
+    latest attempt is the framework as it stands, before any pod of that attempt exists."""
+    latest = max((a.number for a in attempts), default=-1)
+    return latest + 1 if job.state == "WAITING" else None
+
+
+def attempt_detail(
+    job: Job, attempt: JobAttempt | None, latest: int, number: int | None = None
+) -> dict[str, Any]:
+    """One attempt in OpenPAI's shape; ``attempt`` None is the pending attempt ``number``."""
+    tasks = list(attempt.tasks.all()) if attempt else []
+    detail = job_detail(job, attempt, tasks)
     return {
         "jobName": job.name,
         "userName": job.owner.username,
-        "state": attempt.state,
-        "attemptIndex": attempt.number,
+        "state": attempt.state if attempt else job.state,
+        "attemptIndex": attempt.number if attempt else number,
         "maxAttemptCount": int(job.protocol.get("jobRetryCount", 0)) + 1,
         # An integer in OpenPAI's contract: the submission time until the job has started.
         "jobStartedTime": epoch_ms(job.started_at or job.created_at),
-        "attemptStartedTime": epoch_ms(attempt.created_at),
-        "attemptCompletedTime": epoch_ms(attempt.completed_at),
-        "exitCode": attempt.exit_code,
-        "appExitDiagnostics": attempt.reason,
+        "attemptStartedTime": epoch_ms(attempt.created_at) if attempt else None,
+        "attemptCompletedTime": epoch_ms(attempt.completed_at) if attempt else None,
+        "exitCode": attempt.exit_code if attempt else None,
+        "appExitDiagnostics": attempt.reason if attempt else job.reason,
         "totalGpuNumber": job.gpu_count,
         "totalTaskNumber": job.task_count,
         "totalTaskRoleNumber": len(job.protocol["taskRoles"]),
         "taskRoles": detail["taskRoles"],
-        "isLatest": attempt.number == latest,
+        "isLatest": attempt is None or attempt.number == latest,
     }
 
 
 class JobAttemptsView(APIView):
+    """Every attempt of a job (a waiting job's pending attempt last, as OpenPAI's latest), or
+    one by its index."""
+
     @extend_schema(responses={200: JobAttemptSerializer(many=True), **ERRORS})
     def get(self, request: Request, username: str, name: str, attempt: int | None = None) -> Any:
         job = job_for(request.user, username, name)
         attempts = list(JobAttempt.objects.filter(job=job).prefetch_related("tasks"))
-        latest = max((a.number for a in attempts), default=-1)
+        pending = pending_attempt(job, attempts)
+        latest = max((a.number for a in attempts), default=-1) if pending is None else pending
         if attempt is None:
-            return Response([attempt_detail(job, a, latest) for a in attempts])
+            listed = [attempt_detail(job, a, latest) for a in attempts]
+            if pending is not None:
+                listed.append(attempt_detail(job, None, latest, pending))
+            return Response(listed)
+        if attempt == pending:
+            return Response(attempt_detail(job, None, latest, pending))
         chosen = get_object_or_404(JobAttempt.objects.filter(job=job), number=attempt)
         return Response(attempt_detail(job, chosen, latest))
+
+
+class JobAttemptsHealthView(APIView):
+    """OpenPAI's check that its attempt history store answers: ours is the database. Public
+    there (its web portal asks without a token), and it reveals nothing of the job."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses={200: HealthSerializer, 501: HealthSerializer})
+    def get(self, request: Request, username: str, name: str) -> Response:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        except DatabaseError as exc:
+            body = {"isHealthy": False, "message": f"the job history database: {exc}"}
+            return Response(body, status=status.HTTP_501_NOT_IMPLEMENTED)
+        return Response({"isHealthy": True, "message": "ok"})
 
 
 class JobEventsView(APIView):

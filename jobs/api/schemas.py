@@ -141,6 +141,11 @@ class JobAttemptSerializer(serializers.Serializer[dict[str, object]]):
     isLatest = serializers.BooleanField()
 
 
+class HealthSerializer(serializers.Serializer[dict[str, object]]):
+    isHealthy = serializers.BooleanField()
+    message = serializers.CharField()
+
+
 class EventSerializer(serializers.Serializer[dict[str, object]]):
     time = serializers.CharField(allow_null=True)
     attempt = nullable_int()

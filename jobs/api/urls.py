@@ -2,6 +2,7 @@ from django.urls import path
 
 from jobs.api.actions import (
     ExecutionTypeView,
+    JobAttemptsHealthView,
     JobAttemptsView,
     JobConfigView,
     JobEventsView,
@@ -25,6 +26,11 @@ urlpatterns += [
     path(f"{JOB}/config", JobConfigView.as_view(), name="api-job-config"),
     path(f"{JOB}/executionType", ExecutionTypeView.as_view(), name="api-job-execution-type"),
     path(f"{JOB}/job-attempts", JobAttemptsView.as_view(), name="api-job-attempts"),
+    path(
+        f"{JOB}/job-attempts/healthz",
+        JobAttemptsHealthView.as_view(),
+        name="api-job-attempts-healthz",
+    ),
     path(f"{JOB}/job-attempts/<int:attempt>", JobAttemptsView.as_view(), name="api-job-attempt-n"),
     path(f"{JOB}/events", JobEventsView.as_view(), name="api-job-events"),
     path(f"{JOB}/ssh", JobSshView.as_view(), name="api-job-ssh"),

@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from jobs import lifecycle
 from jobs.access import job_for
+from jobs.api.actions import pending_attempt
 from jobs.api.listing import list_jobs
 from jobs.api.parsers import JobTextParser
 from jobs.api.schemas import (
@@ -108,10 +109,12 @@ class JobDetailView(APIView):
     ) -> Response:
         job = job_for(request.user, username, name)
         attempts = JobAttempt.objects.filter(job=job)
-        if attempt is None:
-            current = attempts.order_by("-number").first()
-        else:
-            current = get_object_or_404(attempts, number=attempt)
+        current = attempts.order_by("-number").first()
+        if attempt is not None:
+            if attempt == pending_attempt(job, [current] if current else []):
+                current = None  # OpenPAI answers a waiting job's next attempt: no task yet
+            else:
+                current = get_object_or_404(attempts, number=attempt)
         tasks = list(current.tasks.all()) if current else []
         return Response(job_detail(job, current, tasks))
 

@@ -46,8 +46,10 @@ class LoginView(APIView):
         user = authenticate(request, username=data["username"], password=data["password"])
         if user is None:
             return Response(
-                {"code": "InvalidCredentialError", "message": "username or password is wrong"},
-                status=status.HTTP_401_UNAUTHORIZED,
+                # OpenPAI's answer; the same for an unknown user, so that it tells no one
+                # which usernames exist.
+                {"code": "IncorrectPasswordError", "message": "username or password is wrong"},
+                status=status.HTTP_400_BAD_REQUEST,
             )
         seconds = data.get("expiration", settings.API_TOKEN_DEFAULT_SECONDS)
         _, token = ApiToken.objects.issue(user, seconds)

@@ -38,14 +38,30 @@ class UpdateGroupSerializer(serializers.Serializer[dict[str, Any]]):
     patch = serializers.BooleanField(required=False, default=False)
 
 
+# OpenPAI's default group: every user is in it. Ours is built in unless a group of that name
+# was created, which then takes its place.
+DEFAULT_GROUP = "default"
+DEFAULT_DESCRIPTION = "every user of the cluster (built in)"
+
+
 def group_info(group: Group) -> dict[str, Any]:
     return {"groupname": group.name, "description": "", "externalName": "", "extension": {}}
+
+
+def built_in_default() -> dict[str, Any] | None:
+    """The built-in default group, unless a real group holds its name."""
+    if Group.objects.filter(name=DEFAULT_GROUP).exists():
+        return None
+    info = group_info(Group(name=DEFAULT_GROUP))
+    return {**info, "description": DEFAULT_DESCRIPTION}
 
 
 class GroupsView(APIView):
     @extend_schema(responses={200: GroupSerializer(many=True), **ERRORS})
     def get(self, request: Request) -> Response:
-        return Response([group_info(g) for g in Group.objects.order_by("name")])
+        groups = [group_info(g) for g in Group.objects.order_by("name")]
+        default = built_in_default()
+        return Response(groups + [default] if default else groups)
 
     @extend_schema(request=GroupSerializer, responses={201: MessageSerializer, **ERRORS})
     def post(self, request: Request) -> Response:
@@ -77,7 +93,10 @@ class GroupView(APIView):
     @extend_schema(responses={200: GroupSerializer, **ERRORS})
     def get(self, request: Request, group: str) -> Response:
         row = Group.objects.filter(name=group).first()
-        return Response(group_info(row)) if row else no_group(group)
+        if row:
+            return Response(group_info(row))
+        default = built_in_default() if group == DEFAULT_GROUP else None
+        return Response(default) if default else no_group(group)
 
     @extend_schema(responses={201: MessageSerializer, **ERRORS})
     def delete(self, request: Request, group: str) -> Response:
@@ -100,9 +119,12 @@ class GroupUsersView(APIView):
         if not is_admin(request.user):
             return forbidden()
         row = Group.objects.filter(name=group).first()
-        if row is None:
+        if row is not None:
+            users = row.user_set.order_by("username")
+        elif group == DEFAULT_GROUP:
+            users = User.objects.filter(is_active=True).order_by("username")
+        else:
             return no_group(group)
-        users = row.user_set.order_by("username")
         return Response([{"username": u.username, "clusterAdmin": u.is_staff} for u in users])
 
 

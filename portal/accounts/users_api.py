@@ -222,7 +222,7 @@ class MeView(APIView):
             return error("ForbiddenUserError", "data.username: you may only change yourself", 403)
         if "newPassword" in data:
             if not user.check_password(data.get("oldPassword", "")):
-                return error("IncorrectPasswordError", "oldPassword: it is not right", 403)
+                return error("IncorrectPasswordError", "oldPassword: it is not right", 400)
             user.set_password(checked_password(data["newPassword"], user))
         if "email" in data:
             user.email = data["email"]

@@ -126,8 +126,9 @@ def test_a_user_changes_own_email_and_password_with_the_old_one(alice):
     wrong = {"data": {**change["data"], "oldPassword": "wrong"}}
     right = {"data": {**change["data"], "oldPassword": "alice-secret-pw"}}
     client = client_for(alice)
-    assert client.put("/api/v2/users/me", change, format="json").status_code == 403
-    assert client.put("/api/v2/users/me", wrong, format="json").status_code == 403
+    assert client.put("/api/v2/users/me", change, format="json").status_code == 400
+    refused = client.put("/api/v2/users/me", wrong, format="json")
+    assert (refused.status_code, refused.json()["code"]) == (400, "IncorrectPasswordError")
     assert client.put("/api/v2/users/me", right, format="json").status_code == 201
     alice.refresh_from_db()
     assert (alice.email, alice.check_password("new-password-1")) == ("a@example.org", True)

@@ -58,11 +58,11 @@ def test_the_v1_login_path_answers_the_same(alice):
     assert response.json()["user"] == "alice"
 
 
-def test_a_wrong_password_is_refused_with_401(alice):
+def test_a_wrong_password_is_refused_with_openpais_400(alice):
     response = APIClient().post(
         "/api/v2/authn/basic/login", {"username": "alice", "password": "nope"}
     )
-    assert response.status_code == 401
+    assert (response.status_code, response.json()["code"]) == (400, "IncorrectPasswordError")
     assert "wrong" in response.json()["message"]
 
 

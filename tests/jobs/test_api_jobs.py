@@ -146,7 +146,7 @@ def test_another_user_cannot_stop_my_job(bob, jobs):
     response = client_for(bob).put(
         "/api/v2/jobs/alice~a0/executionType", {"value": "STOP"}, format="json"
     )
-    assert response.status_code == 404
+    assert response.status_code == 403
     assert Job.objects.get(name="a0").state == JobState.WAITING
 
 

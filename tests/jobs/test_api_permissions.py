@@ -54,7 +54,7 @@ def test_only_the_owner_and_admins_read_a_jobs_config_events_and_attempts(
 
 
 @pytest.mark.parametrize(
-    ("who", "code"), [("alice", 202), ("bob", 404), ("admin", 202), (None, 401)]
+    ("who", "code"), [("alice", 202), ("bob", 403), ("admin", 202), (None, 401)]
 )
 def test_only_the_owner_and_admins_stop_a_job(alice, people, who, code):
     lifecycle.submit(alice, hello_job())
