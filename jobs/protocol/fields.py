@@ -18,10 +18,23 @@ def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def whole(value: object) -> object:
+    """``value`` as an int when it is a float with no fraction (``2.0`` is 2, as JavaScript, whose
+    numbers OpenPAI reads, makes no difference between them); any other value unchanged."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_COUNT:
+        return int(value)
+    return value
+
+
 def want_int(
     issues: Issues, path: Where, value: object, minimum: int, *, minus_one: bool = False
 ) -> int | None:
-    """An integer >= ``minimum`` (or -1 when ``minus_one``), at most ``MAX_COUNT``."""
+    """An integer >= ``minimum`` (or -1 when ``minus_one``), at most ``MAX_COUNT``; a whole float
+    (``2.0``) counts as the integer it equals."""
+    if isinstance(value, float) and not value.is_integer():
+        issues.add(path, f"must be a whole number (an integer), got {show(value)}")
+        return None
+    value = whole(value)
     if is_int(value):
         assert isinstance(value, int)
         if (value >= minimum or (minus_one and value == -1)) and value <= MAX_COUNT:

@@ -19,6 +19,7 @@ from jobs.protocol.fields import (
     want_one_of,
     want_str,
     want_strings,
+    whole,
 )
 
 TYPES = ("data", "script", "dockerimage", "output")
@@ -33,8 +34,8 @@ _KNOWN = frozenset(KNOWN)
 
 
 def is_version_two(value: object) -> bool:
-    """``protocolVersion`` may be written 2 or "2" (not 2.0, not true)."""
-    return value == "2" or (is_int(value) and value == 2)
+    """``protocolVersion`` may be written 2, 2.0 (a JavaScript number) or "2" (not true)."""
+    return value == "2" or (is_int(whole(value)) and value == 2)
 
 
 def version_text(issues: Issues, path: Where, value: object, sources: dict[str, str]) -> str | None:

@@ -28,7 +28,7 @@ CASES = [
     ("task_roles_empty", "taskRoles", {}, "taskRoles", "must have at least one task role"),
     ("instances_zero", "taskRoles.worker.instances", 0, "taskRoles.worker.instances", "must be an integer >= 1, got 0"),
     ("instances_true", "taskRoles.worker.instances", True, "taskRoles.worker.instances", "must be an integer >= 1, got true"),
-    ("instances_float", "taskRoles.worker.instances", 2.0, "taskRoles.worker.instances", "must be an integer >= 1, got 2.0"),
+    ("instances_fraction", "taskRoles.worker.instances", 1.5, "taskRoles.worker.instances", "must be a whole number (an integer), got 1.5"),
     ("instances_huge", "taskRoles.worker.instances", 10**12, "taskRoles.worker.instances", "must be an integer <= 2147483647, got 1000000000000"),
     ("min_failed_zero", "taskRoles.worker.completion", {"minFailedInstances": 0}, "taskRoles.worker.completion.minFailedInstances", "must be -1 or an integer >= 1, got 0"),
     ("min_succeeded_above_instances", "taskRoles.worker.completion", {"minSucceededInstances": 3}, "taskRoles.worker.completion.minSucceededInstances", "must not be more than instances (2), got 3"),
