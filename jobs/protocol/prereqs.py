@@ -7,6 +7,7 @@ fields dropped.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from jobs.protocol.errors import Issues, Where, show, spell
@@ -16,12 +17,15 @@ from jobs.protocol.fields import (
     unknown_keys,
     want_dict,
     want_list,
+    want_match,
     want_one_of,
     want_str,
     want_strings,
     whole,
 )
 
+NAME = re.compile(r"^[a-zA-Z0-9_-]+$")  # as a job's name (OpenPAI's schema)
+MAX_NAME = 255
 TYPES = ("data", "script", "dockerimage", "output")
 EVENTS = ("containerStart", "containerExit")
 POLICIES = ("ignore", "fail")
@@ -82,7 +86,9 @@ def _check_one(
 ) -> dict[str, Any]:
     out = {key: val for key, val in spec.items() if key not in _KNOWN or val is not None}
     if given(spec, "name"):
-        want_str(issues, (path, "name"), spec["name"], non_empty=True)
+        name = want_match(issues, (path, "name"), spec["name"], NAME)
+        if name is not None and len(name) > MAX_NAME:
+            issues.add((path, "name"), f"must be at most {MAX_NAME} characters long")
     else:
         issues.add((path, "name"), "is required")
     kind: str | None = None
@@ -99,6 +105,8 @@ def _check_one(
     for key in ("contributor", "description", "plugin"):
         if given(spec, key):
             want_str(issues, (path, key), spec[key])
+    if kind == "dockerimage":  # OpenPAI's schema: no other key on a docker image
+        unknown_keys(issues, path, spec, KNOWN)
     _check_uri(issues, path, spec, kind)
     if given(spec, "auth"):
         if kind is not None and kind != "dockerimage":

@@ -24,12 +24,17 @@ from jobs.protocol.fields import (
     want_str,
     want_strings,
 )
-from jobs.protocol.prereqs import TYPES, check_prerequisites, is_version_two, version_text
+from jobs.protocol.prereqs import (
+    MAX_NAME,
+    NAME,
+    TYPES,
+    check_prerequisites,
+    is_version_two,
+    version_text,
+)
 
-NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 V1_NAME = re.compile(r"^[A-Za-z0-9\-._~]+$")
 V1_ROLE = re.compile(r"^[A-Za-z0-9._~]+$")
-MAX_NAME = 255
 TOP_KEYS = (
     "protocolVersion", "name", "type", "version", "contributor", "description", "prerequisites",
     "parameters", "secrets", "jobRetryCount", "taskRoles", "deployments", "defaults", "extras",
@@ -158,6 +163,9 @@ def _role(
     infiniband = _flag(issues, (options_path, "infiniband"), options.get("infiniband"))
     role["extraContainerOptions"] = {"shmMB": shm, "infiniband": infiniband}
     role["resourcePerInstance"] = _resources(issues, (path, "resourcePerInstance"), spec, label)
+    memory = role["resourcePerInstance"]["memoryMB"]
+    if given(options, "shmMB") and shm > memory:  # OpenPAI: /dev/shm is part of the memory
+        issues.add((options_path, "shmMB"), f"must not be more than memoryMB ({memory}), got {shm}")
     commands = None
     if not given(spec, "commands"):
         issues.add((path, "commands"), "is required")

@@ -62,3 +62,40 @@ def test_fraction_where_an_integer_is_required_is_refused() -> None:
             "must be a whole number (an integer), got 1.5",
         )
     ]
+
+
+# Accepted here before and refused by OpenPAI: each is refused now, naming the field.
+REFUSED = [
+    ("shm_more_than_memory", "taskRoles.worker.extraContainerOptions", {"shmMB": 2048}, "taskRoles.worker.extraContainerOptions.shmMB", "must not be more than memoryMB (1024), got 2048"),
+    ("prerequisite_name_outside_the_pattern", "prerequisites[3].name", "out put", "prerequisites[3].name", 'must match ^[a-zA-Z0-9_-]+$, got "out put"'),
+    ("prerequisite_name_longer_than_255", "prerequisites[3].name", "o" * 256, "prerequisites[3].name", "must be at most 255 characters long"),
+    ("dockerimage_unknown_key", "prerequisites[0].tag", "latest", "prerequisites[0].tag", "unknown field"),
+    ("unclosed_reference_tag", "taskRoles.worker.commands[0]", "echo <% $parameters.model", "taskRoles.worker.commands[0]", 'a "<%" without its closing "%>"'),
+    ("unclosed_reference_tag_after_a_closed_one", "taskRoles.worker.commands[0]", "<% $parameters.model %> <%", "taskRoles.worker.commands[0]", 'a "<%" without its closing "%>"'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "issue_path", "message"),
+    [case[1:] for case in REFUSED],
+    ids=[case[0] for case in REFUSED],
+)
+def test_refused_as_openpai_refuses(
+    path: str, value: object, issue_path: str, message: str
+) -> None:
+    # (a renamed prerequisite leaves the role that selects it with an issue of its own)
+    assert ProtocolIssue(issue_path, message) in issues_of(changed(V2_JOB, path, value))
+
+
+def test_shm_more_than_memory_in_a_v1_job_is_refused() -> None:
+    from protocol_samples import V1_JOB
+
+    document = changed(V1_JOB, "taskRoles[0].shmMB", 2048)
+    assert issues_of(document) == [
+        ProtocolIssue("taskRoles[0].shmMB", "must not be more than memoryMB (1024), got 2048")
+    ]
+
+
+def test_plugin_keys_on_a_data_prerequisite_are_still_kept() -> None:
+    job = normalise(changed(V2_JOB, "prerequisites[1].mountPoint", "/data")).job
+    assert job["prerequisites"][1]["mountPoint"] == "/data"
