@@ -69,8 +69,10 @@ def check_defaults(
     issues: Issues, value: object, deployments: list[dict[str, Any]]
 ) -> dict[str, Any]:
     defaults = object_or_empty(issues, "defaults", value)
-    unknown_keys(issues, "defaults", defaults, ("virtualCluster", "deployment"))
-    result: dict[str, Any] = {}
+    # other keys are kept as given: OpenPAI's schema allows them
+    result: dict[str, Any] = {
+        key: val for key, val in defaults.items() if key not in ("virtualCluster", "deployment")
+    }
     if given(defaults, "virtualCluster"):
         result["virtualCluster"] = want_str(
             issues, "defaults.virtualCluster", defaults["virtualCluster"], non_empty=True

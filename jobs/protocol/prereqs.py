@@ -113,8 +113,7 @@ def _check_one(
             issues.add((path, "auth"), "only a dockerimage prerequisite may have auth")
         auth = want_dict(issues, (path, "auth"), spec["auth"])
         if auth is not None:
-            unknown_keys(issues, (path, "auth"), auth, AUTH_KEYS)
-            for key in AUTH_KEYS:
+            for key in AUTH_KEYS:  # other keys are kept: OpenPAI's schema allows them
                 if given(auth, key):
                     want_str(issues, ((path, "auth"), key), auth[key])
     if given(spec, "require"):

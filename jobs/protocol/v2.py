@@ -40,8 +40,9 @@ TOP_KEYS = (
     "parameters", "secrets", "jobRetryCount", "taskRoles", "deployments", "defaults", "extras",
 )  # fmt: skip
 ROLE_KEYS = (
-    "instances", "completion", "taskRetryCount", "dockerImage", "data", "output", "script",
-    "extraContainerOptions", "resourcePerInstance", "commands", "prerequisites",
+    "protocolVersion", "instances", "completion", "taskRetryCount", "dockerImage", "data",
+    "output", "script", "extraContainerOptions", "resourcePerInstance", "commands",
+    "prerequisites",
 )  # fmt: skip
 DEFAULT_SHM_MB = 64
 
@@ -132,6 +133,8 @@ def _role(
     issues: Issues, path: Where, spec: dict[str, Any], kinds: dict[str, Any], label: re.Pattern[str]
 ) -> dict[str, Any]:
     unknown_keys(issues, path, spec, ROLE_KEYS)
+    if given(spec, "protocolVersion") and not is_version_two(spec["protocolVersion"]):
+        issues.add((path, "protocolVersion"), f"must be 2, got {show(spec['protocolVersion'])}")
     instances = _count(issues, (path, "instances"), spec.get("instances"), 1, 1)
     role: dict[str, Any] = {"instances": instances}
     role["completion"] = _completion(issues, (path, "completion"), spec, instances)

@@ -99,3 +99,26 @@ def test_shm_more_than_memory_in_a_v1_job_is_refused() -> None:
 def test_plugin_keys_on_a_data_prerequisite_are_still_kept() -> None:
     job = normalise(changed(V2_JOB, "prerequisites[1].mountPoint", "/data")).job
     assert job["prerequisites"][1]["mountPoint"] == "/data"
+
+
+# Accepted by OpenPAI and refused here before.
+def test_protocol_version_inside_a_role_is_accepted() -> None:
+    job = normalise(changed(V2_JOB, "taskRoles.worker.protocolVersion", "2")).job
+    assert "protocolVersion" not in job["taskRoles"]["worker"]  # the job's own says it all
+
+
+def test_protocol_version_inside_a_role_must_be_two() -> None:
+    assert issues_of(changed(V2_JOB, "taskRoles.worker.protocolVersion", 3)) == [
+        ProtocolIssue("taskRoles.worker.protocolVersion", "must be 2, got 3")
+    ]
+
+
+def test_unknown_key_inside_defaults_is_kept() -> None:
+    job = normalise(changed(V2_JOB, "defaults.submitter", "sdk")).job
+    assert job["defaults"] == {"deployment": "prod", "submitter": "sdk"}
+
+
+def test_unknown_key_inside_auth_is_kept() -> None:
+    document = changed(V2_JOB, "prerequisites[0].auth", {"username": "u", "email": "u@x"})
+    job = normalise(document).job
+    assert job["prerequisites"][0]["auth"] == {"username": "u", "email": "u@x"}
