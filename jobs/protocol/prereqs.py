@@ -27,7 +27,12 @@ from jobs.protocol.fields import (
 NAME = re.compile(r"^[a-zA-Z0-9_-]+$")  # as a job's name (OpenPAI's schema)
 MAX_NAME = 255
 TYPES = ("data", "script", "dockerimage", "output")
-EVENTS = ("containerStart", "containerExit")
+# Seed 001's events, and OpenPAI runtime's cmd-plugin events, which its checker accepts on a
+# prerequisite too: ``taskStarts`` runs as ``containerStart`` does, ``taskSucceeds`` at exit
+# as ``containerExit`` does but only when the task has succeeded so far.
+START_EVENTS = ("containerStart", "taskStarts")
+EXIT_EVENTS = ("containerExit", "taskSucceeds")
+EVENTS = (*START_EVENTS, *EXIT_EVENTS)
 POLICIES = ("ignore", "fail")
 AUTH_KEYS = ("username", "password", "registryuri")
 KNOWN = (

@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from jobs.protocol.prereqs import EVENTS
+
 _INT = {"type": "integer"}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 _C_NAME = "^[a-zA-Z_][a-zA-Z0-9_]*$"
@@ -29,7 +31,7 @@ def _object(properties: dict[str, Any], required: list[str] | None = None) -> di
 
 _CALLBACK = _object(
     {
-        "event": {"enum": ["containerStart", "containerExit"]},
+        "event": {"enum": list(EVENTS)},
         "commands": {**_STRINGS, "minItems": 1},
         "failurePolicy": {"enum": ["ignore", "fail"]},
     },

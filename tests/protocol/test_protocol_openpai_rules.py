@@ -122,3 +122,10 @@ def test_unknown_key_inside_auth_is_kept() -> None:
     document = changed(V2_JOB, "prerequisites[0].auth", {"username": "u", "email": "u@x"})
     job = normalise(document).job
     assert job["prerequisites"][0]["auth"] == {"username": "u", "email": "u@x"}
+
+
+@pytest.mark.parametrize("event", ["taskStarts", "taskSucceeds"])
+def test_callback_on_openpai_runtime_event_is_accepted(event: str) -> None:
+    callback = [{"event": event, "commands": ["echo <% this.parameters.uri %>"]}]
+    job = normalise(changed(V2_JOB, "prerequisites[2].callbacks", callback)).job
+    assert job["prerequisites"][2]["callbacks"][0]["event"] == event

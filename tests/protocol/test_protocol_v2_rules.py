@@ -59,7 +59,7 @@ CASES = [
     ("auth_on_data", "prerequisites[1].auth", {"username": "u"}, "prerequisites[1].auth", "only a dockerimage prerequisite may have auth"),
     ("prerequisite_protocol_version_3", "prerequisites[0].protocolVersion", 3, "prerequisites[0].protocolVersion", "must be 2, got 3"),
     ("require_unknown", "prerequisites[1].require", ["nope"], "prerequisites[1].require[0]", 'no prerequisite named "nope"'),
-    ("callback_event_unknown", "prerequisites[1].callbacks[0].event", "start", "prerequisites[1].callbacks[0].event", 'must be one of containerStart, containerExit; got "start"'),
+    ("callback_event_unknown", "prerequisites[1].callbacks[0].event", "start", "prerequisites[1].callbacks[0].event", 'must be one of containerStart, taskStarts, containerExit, taskSucceeds; got "start"'),
     ("callback_without_commands", "prerequisites[1].callbacks[0].commands", DELETE, "prerequisites[1].callbacks[0].commands", "is required"),
     ("failure_policy_unknown", "prerequisites[1].failurePolicy", "retry", "prerequisites[1].failurePolicy", 'must be one of ignore, fail; got "retry"'),
     ("deployment_name_repeated", "deployments", [{"name": "prod"}, {"name": "prod"}], "deployments[1].name", 'duplicate deployment name "prod"'),
