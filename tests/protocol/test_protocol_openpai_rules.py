@@ -129,3 +129,39 @@ def test_callback_on_openpai_runtime_event_is_accepted(event: str) -> None:
     callback = [{"event": event, "commands": ["echo <% this.parameters.uri %>"]}]
     job = normalise(changed(V2_JOB, "prerequisites[2].callbacks", callback)).job
     assert job["prerequisites"][2]["callbacks"][0]["event"] == event
+
+
+# v1 (OpenPAI's config/job.js): retryCount down to -2, and defaults for omitted fields.
+@pytest.mark.parametrize("retry_count", [-1, -2])
+def test_v1_retry_count_minus_one_and_two_mean_unlimited_retries(retry_count: int) -> None:
+    from protocol_samples import V1_JOB
+
+    loaded = normalise(changed(V1_JOB, "retryCount", retry_count))
+    assert loaded.job["jobRetryCount"] == 2**31 - 1
+    assert loaded.job["extras"]["v1"]["retryCount"] == retry_count
+    assert any(w.startswith(f"retryCount: {retry_count} ") for w in loaded.warnings)
+
+
+def test_v1_omitted_fields_take_openpai_v1_defaults() -> None:
+    document = {
+        "jobName": "bare",
+        "image": "ubuntu:22.04",
+        "taskRoles": [{"name": "main", "command": "echo hi", "portList": [{"label": "http"}]}],
+    }
+    role = normalise(document).job["taskRoles"]["main"]
+    assert role["instances"] == 1
+    assert role["resourcePerInstance"] == {
+        "cpu": 1,
+        "memoryMB": 100,
+        "gpu": 0,
+        "ports": {"http": 1},
+    }
+    assert normalise(document).job["extras"]["v1"]["beginAt"] == {"main": {"http": 0}}
+
+
+def test_v1_null_for_a_number_is_refused_naming_it() -> None:
+    from protocol_samples import V1_JOB
+
+    assert issues_of(changed(V1_JOB, "taskRoles[0].cpuNumber", None)) == [
+        ProtocolIssue("taskRoles[0].cpuNumber", "must be an integer >= 1, got null")
+    ]
