@@ -129,6 +129,30 @@ def unknown_keys(
             issues.add((path, key), f"unknown field{hint}")
 
 
+NULL = "must not be null (leave the field out for its default)"
+
+
+def without_nulls(
+    issues: Issues,
+    path: Where,
+    mapping: dict[str, Any],
+    known: Iterable[str],
+    required: Iterable[str] = (),
+) -> dict[str, Any]:
+    """``mapping`` without the null values of its ``known`` keys, each reported as OpenPAI's
+    schema reports it (a ``required`` one is left to its own "is required" check)."""
+    names = frozenset(known)
+    needed = frozenset(required)
+    result: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if value is None and key in names:
+            if key not in needed:
+                issues.add((path, key), NULL)
+            continue
+        result[key] = value
+    return result
+
+
 def given(mapping: dict[str, Any], key: str) -> bool:
     """A key counts as given when present and not null (YAML ``key:`` with no value)."""
     return mapping.get(key) is not None

@@ -1,8 +1,8 @@
 """Prerequisites (seed 000) with seed 001's extensions: plugin, require, callbacks.
 
 Each prerequisite is kept as given (plugin-specific keys included: a callback reads them as
-``<% this.parameters.key %>``); only ``version`` is turned into a string and null optional
-fields dropped.
+``<% this.parameters.key %>``); only ``version`` is turned into a string. A null for one of
+the known fields is refused, naming it (a plugin-specific key may be null).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from jobs.protocol.fields import (
     want_str,
     want_strings,
     whole,
+    without_nulls,
 )
 
 NAME = re.compile(r"^[a-zA-Z0-9_-]+$")  # as a job's name (OpenPAI's schema)
@@ -34,6 +35,7 @@ START_EVENTS = ("containerStart", "taskStarts")
 EXIT_EVENTS = ("containerExit", "taskSucceeds")
 EVENTS = (*START_EVENTS, *EXIT_EVENTS)
 POLICIES = ("ignore", "fail")
+CALLBACK_KEYS = ("event", "commands", "failurePolicy")
 AUTH_KEYS = ("username", "password", "registryuri")
 KNOWN = (
     "protocolVersion", "name", "type", "version", "contributor", "description", "auth", "uri",
@@ -89,7 +91,9 @@ def check_prerequisites(
 def _check_one(
     issues: Issues, path: Where, spec: dict[str, Any], sources: dict[str, str]
 ) -> dict[str, Any]:
-    out = {key: val for key, val in spec.items() if key not in _KNOWN or val is not None}
+    required = ("name", "type", "uri") if spec.get("type") == "dockerimage" else ("name", "type")
+    spec = without_nulls(issues, path, spec, KNOWN, required)
+    out = dict(spec)
     if given(spec, "name"):
         name = want_match(issues, (path, "name"), spec["name"], NAME)
         if name is not None and len(name) > MAX_NAME:
@@ -118,6 +122,7 @@ def _check_one(
             issues.add((path, "auth"), "only a dockerimage prerequisite may have auth")
         auth = want_dict(issues, (path, "auth"), spec["auth"])
         if auth is not None:
+            auth = without_nulls(issues, (path, "auth"), auth, AUTH_KEYS)
             for key in AUTH_KEYS:  # other keys are kept: OpenPAI's schema allows them
                 if given(auth, key):
                     want_str(issues, ((path, "auth"), key), auth[key])
@@ -153,7 +158,8 @@ def _check_callbacks(issues: Issues, path: Where, value: object) -> None:
         callback = want_dict(issues, item_path, item)
         if callback is None:
             continue
-        unknown_keys(issues, item_path, callback, ("event", "commands", "failurePolicy"))
+        unknown_keys(issues, item_path, callback, CALLBACK_KEYS)
+        callback = without_nulls(issues, item_path, callback, CALLBACK_KEYS, CALLBACK_KEYS[:2])
         if given(callback, "event"):
             want_one_of(issues, (item_path, "event"), callback["event"], EVENTS)
         else:

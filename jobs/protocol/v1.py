@@ -129,6 +129,7 @@ def convert_v1(issues: Issues, doc: dict[str, Any], warnings: list[str]) -> dict
         "taskRoles": roles,
         "extras": extras,
     }
+    result = {key: value for key, value in result.items() if value is not None}
     if given(doc, "virtualCluster"):
         cluster = want_str(issues, "virtualCluster", doc["virtualCluster"], non_empty=True)
         result["defaults"] = {"virtualCluster": cluster}

@@ -165,3 +165,49 @@ def test_v1_null_for_a_number_is_refused_naming_it() -> None:
     assert issues_of(changed(V1_JOB, "taskRoles[0].cpuNumber", None)) == [
         ProtocolIssue("taskRoles[0].cpuNumber", "must be an integer >= 1, got null")
     ]
+
+
+NULL = "must not be null (leave the field out for its default)"
+NULLS = [
+    ("instances", "taskRoles.worker.instances", NULL),
+    ("parameters", "parameters", NULL),
+    ("job_retry_count", "jobRetryCount", NULL),
+    ("task_retry_count", "taskRoles.worker.taskRetryCount", NULL),
+    ("extra_container_options", "taskRoles.worker.extraContainerOptions", NULL),
+    ("cpu", "taskRoles.worker.resourcePerInstance.cpu", "is required"),
+    ("commands", "taskRoles.worker.commands", "is required"),
+    ("name", "name", "is required"),
+    ("prerequisite_version", "prerequisites[2].version", NULL),
+    ("data_uri", "prerequisites[1].uri", NULL),
+    ("docker_uri", "prerequisites[0].uri", "is required"),
+    ("deployment_post_commands", "deployments[0].taskRoles.worker.postCommands", NULL),
+    ("default_deployment", "defaults.deployment", NULL),
+]
+
+
+@pytest.mark.parametrize(("path", "message"), [c[1:] for c in NULLS], ids=[c[0] for c in NULLS])
+def test_null_for_a_field_is_refused_naming_it(path: str, message: str) -> None:
+    assert ProtocolIssue(path, message) in issues_of(changed(V2_JOB, path, None))
+
+
+def test_null_shm_is_refused_naming_it() -> None:
+    options = {"shmMB": None, "infiniband": False}
+    document = changed(V2_JOB, "taskRoles.worker.extraContainerOptions", options)
+    assert issues_of(document) == [
+        ProtocolIssue("taskRoles.worker.extraContainerOptions.shmMB", NULL)
+    ]
+
+
+def test_null_written_in_yaml_is_refused_naming_the_field() -> None:
+    text = (
+        "protocolVersion: 2\nname: nulls\ntype: job\nparameters:\n"
+        "prerequisites:\n  - {name: image, type: dockerimage, uri: 'ubuntu:22.04'}\n"
+        "taskRoles:\n  main:\n    instances:\n    dockerImage: image\n"
+        "    resourcePerInstance: {cpu: 1, memoryMB: 512, gpu: 0}\n    commands: [echo hi]\n"
+    )
+    with pytest.raises(ProtocolError) as caught:
+        load_job(text)
+    assert caught.value.issues == [
+        ProtocolIssue("parameters", NULL),
+        ProtocolIssue("taskRoles.main.instances", NULL),
+    ]

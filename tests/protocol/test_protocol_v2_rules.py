@@ -133,6 +133,7 @@ def test_every_issue_is_reported_at_once() -> None:
     document = changed(document, "extra", 1)
     assert [i.path for i in issues_of(document)] == [
         "extra",
+        "jobRetryCount",
         "name",
         "taskRoles.worker.resourcePerInstance.gpu",
     ]
@@ -147,12 +148,9 @@ def test_protocol_version_may_be_the_string_2() -> None:
     assert normalise(changed(V2_JOB, "protocolVersion", "2")).job["protocolVersion"] == 2
 
 
-def test_null_optional_fields_take_their_defaults() -> None:
-    document = changed(V2_JOB, "parameters", None)
-    document = changed(document, "taskRoles.worker.commands[0]", "run")
-    document = changed(document, "taskRoles.worker.instances", None)
-    job = normalise(document).job
-    assert job["parameters"] == {} and job["taskRoles"]["worker"]["instances"] == 1
+def test_a_null_completion_count_takes_its_default() -> None:
+    document = changed(V2_JOB, "taskRoles.worker.completion", {"minFailedInstances": None})
+    assert normalise(document).job["taskRoles"]["worker"]["completion"]["minFailedInstances"] == 1
 
 
 def test_defaults_fill_the_canonical_form() -> None:
