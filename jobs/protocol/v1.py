@@ -213,7 +213,11 @@ def _role(
     shm = 64
     if given(spec, "shmMB"):
         shm = want_int(issues, join(path, "shmMB"), spec["shmMB"], 1) or 64
-        if shm > resources["memoryMB"]:  # OpenPAI's v1 checker: shmMB at most memoryMB
+        if (
+            whole(spec["shmMB"]) == shm
+            and whole(spec.get("memoryMB")) == resources["memoryMB"]
+            and shm > resources["memoryMB"]
+        ):  # OpenPAI's v1 checker: shmMB at most memoryMB
             issues.add(
                 join(path, "shmMB"),
                 f"must not be more than memoryMB ({resources['memoryMB']}), got {shm}",

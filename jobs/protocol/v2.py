@@ -25,6 +25,7 @@ from jobs.protocol.fields import (
     want_match,
     want_str,
     want_strings,
+    whole,
     without_nulls,
 )
 from jobs.protocol.prereqs import (
@@ -178,7 +179,10 @@ def _role(
     role["extraContainerOptions"] = {"shmMB": shm, "infiniband": infiniband}
     role["resourcePerInstance"] = _resources(issues, (path, "resourcePerInstance"), spec, label)
     memory = role["resourcePerInstance"]["memoryMB"]
-    if given(options, "shmMB") and shm > memory:  # OpenPAI: /dev/shm is part of the memory
+    resources = spec.get("resourcePerInstance")
+    given_memory = whole(resources.get("memoryMB")) if isinstance(resources, dict) else None
+    valid = whole(options.get("shmMB")) == shm and given_memory == memory  # no default stood in
+    if valid and shm > memory:  # OpenPAI: /dev/shm is part of the memory
         issues.add((options_path, "shmMB"), f"must not be more than memoryMB ({memory}), got {shm}")
     commands = None
     if not given(spec, "commands"):

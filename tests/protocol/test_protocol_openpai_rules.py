@@ -211,3 +211,12 @@ def test_null_written_in_yaml_is_refused_naming_the_field() -> None:
         ProtocolIssue("parameters", NULL),
         ProtocolIssue("taskRoles.main.instances", NULL),
     ]
+
+
+def test_shm_is_not_compared_with_a_memory_count_that_is_wrong() -> None:
+    document = changed(V2_JOB, "taskRoles.worker.extraContainerOptions", {"shmMB": 64})
+    assert issues_of(changed(document, "taskRoles.worker.resourcePerInstance.memoryMB", 0)) == [
+        ProtocolIssue(
+            "taskRoles.worker.resourcePerInstance.memoryMB", "must be an integer >= 1, got 0"
+        )
+    ]
