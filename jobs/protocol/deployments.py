@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.protocol.errors import Issues, Where, show
-from jobs.protocol.fields import given, unknown_keys, want_dict, want_list, want_str, want_strings
+from jobs.protocol.fields import (
+    given,
+    unknown_keys,
+    want_dict,
+    want_list,
+    want_str,
+    want_strings,
+    without_nulls,
+)
 from jobs.protocol.prereqs import version_text
 
 
@@ -27,7 +35,8 @@ def check_deployments(
         spec = want_dict(issues, path, item)
         if spec is None:
             continue
-        out = {key: val for key, val in spec.items() if val is not None}
+        spec = without_nulls(issues, path, spec, ("name", "version", "taskRoles"), ("name",))
+        out = dict(spec)
         name = (
             want_str(issues, (path, "name"), spec["name"], non_empty=True)
             if given(spec, "name")
@@ -58,6 +67,7 @@ def _deployment_roles(
             issues.add(where, f"no task role named {show(name)}")
         spec = object_or_empty(issues, where, entry)
         unknown_keys(issues, where, spec, ("preCommands", "postCommands"))
+        spec = without_nulls(issues, where, spec, ("preCommands", "postCommands"))
         result[name] = {}
         for key in ("preCommands", "postCommands"):
             if given(spec, key):
@@ -69,8 +79,11 @@ def check_defaults(
     issues: Issues, value: object, deployments: list[dict[str, Any]]
 ) -> dict[str, Any]:
     defaults = object_or_empty(issues, "defaults", value)
-    unknown_keys(issues, "defaults", defaults, ("virtualCluster", "deployment"))
-    result: dict[str, Any] = {}
+    # other keys are kept as given: OpenPAI's schema allows them
+    defaults = without_nulls(issues, "defaults", defaults, ("virtualCluster", "deployment"))
+    result: dict[str, Any] = {
+        key: val for key, val in defaults.items() if key not in ("virtualCluster", "deployment")
+    }
     if given(defaults, "virtualCluster"):
         result["virtualCluster"] = want_str(
             issues, "defaults.virtualCluster", defaults["virtualCluster"], non_empty=True

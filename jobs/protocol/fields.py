@@ -18,10 +18,23 @@ def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def whole(value: object) -> object:
+    """``value`` as an int when it is a float with no fraction (``2.0`` is 2, as JavaScript, whose
+    numbers OpenPAI reads, makes no difference between them); any other value unchanged."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_COUNT:
+        return int(value)
+    return value
+
+
 def want_int(
     issues: Issues, path: Where, value: object, minimum: int, *, minus_one: bool = False
 ) -> int | None:
-    """An integer >= ``minimum`` (or -1 when ``minus_one``), at most ``MAX_COUNT``."""
+    """An integer >= ``minimum`` (or -1 when ``minus_one``), at most ``MAX_COUNT``; a whole float
+    (``2.0``) counts as the integer it equals."""
+    if isinstance(value, float) and not value.is_integer():
+        issues.add(path, f"must be a whole number (an integer), got {show(value)}")
+        return None
+    value = whole(value)
     if is_int(value):
         assert isinstance(value, int)
         if (value >= minimum or (minus_one and value == -1)) and value <= MAX_COUNT:
@@ -114,6 +127,30 @@ def unknown_keys(
             close = difflib.get_close_matches(key, known, n=1)
             hint = f' (did you mean "{close[0]}"?)' if close else ""
             issues.add((path, key), f"unknown field{hint}")
+
+
+NULL = "must not be null (leave the field out for its default)"
+
+
+def without_nulls(
+    issues: Issues,
+    path: Where,
+    mapping: dict[str, Any],
+    known: Iterable[str],
+    required: Iterable[str] = (),
+) -> dict[str, Any]:
+    """``mapping`` without the null values of its ``known`` keys, each reported as OpenPAI's
+    schema reports it (a ``required`` one is left to its own "is required" check)."""
+    names = frozenset(known)
+    needed = frozenset(required)
+    result: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if value is None and key in names:
+            if key not in needed:
+                issues.add((path, key), NULL)
+            continue
+        result[key] = value
+    return result
 
 
 def given(mapping: dict[str, Any], key: str) -> bool:

@@ -1,12 +1,13 @@
 """Prerequisites (seed 000) with seed 001's extensions: plugin, require, callbacks.
 
 Each prerequisite is kept as given (plugin-specific keys included: a callback reads them as
-``<% this.parameters.key %>``); only ``version`` is turned into a string and null optional
-fields dropped.
+``<% this.parameters.key %>``); only ``version`` is turned into a string. A null for one of
+the known fields is refused, naming it (a plugin-specific key may be null).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from jobs.protocol.errors import Issues, Where, show, spell
@@ -16,14 +17,25 @@ from jobs.protocol.fields import (
     unknown_keys,
     want_dict,
     want_list,
+    want_match,
     want_one_of,
     want_str,
     want_strings,
+    whole,
+    without_nulls,
 )
 
+NAME = re.compile(r"^[a-zA-Z0-9_-]+$")  # as a job's name (OpenPAI's schema)
+MAX_NAME = 255
 TYPES = ("data", "script", "dockerimage", "output")
-EVENTS = ("containerStart", "containerExit")
+# Seed 001's events, and OpenPAI runtime's cmd-plugin events, which its checker accepts on a
+# prerequisite too: ``taskStarts`` runs as ``containerStart`` does, ``taskSucceeds`` at exit
+# as ``containerExit`` does but only when the task has succeeded so far.
+START_EVENTS = ("containerStart", "taskStarts")
+EXIT_EVENTS = ("containerExit", "taskSucceeds")
+EVENTS = (*START_EVENTS, *EXIT_EVENTS)
 POLICIES = ("ignore", "fail")
+CALLBACK_KEYS = ("event", "commands", "failurePolicy")
 AUTH_KEYS = ("username", "password", "registryuri")
 KNOWN = (
     "protocolVersion", "name", "type", "version", "contributor", "description", "auth", "uri",
@@ -33,8 +45,8 @@ _KNOWN = frozenset(KNOWN)
 
 
 def is_version_two(value: object) -> bool:
-    """``protocolVersion`` may be written 2 or "2" (not 2.0, not true)."""
-    return value == "2" or (is_int(value) and value == 2)
+    """``protocolVersion`` may be written 2, 2.0 (a JavaScript number) or "2" (not true)."""
+    return value == "2" or (is_int(whole(value)) and value == 2)
 
 
 def version_text(issues: Issues, path: Where, value: object, sources: dict[str, str]) -> str | None:
@@ -79,9 +91,13 @@ def check_prerequisites(
 def _check_one(
     issues: Issues, path: Where, spec: dict[str, Any], sources: dict[str, str]
 ) -> dict[str, Any]:
-    out = {key: val for key, val in spec.items() if key not in _KNOWN or val is not None}
+    required = ("name", "type", "uri") if spec.get("type") == "dockerimage" else ("name", "type")
+    spec = without_nulls(issues, path, spec, KNOWN, required)
+    out = dict(spec)
     if given(spec, "name"):
-        want_str(issues, (path, "name"), spec["name"], non_empty=True)
+        name = want_match(issues, (path, "name"), spec["name"], NAME)
+        if name is not None and len(name) > MAX_NAME:
+            issues.add((path, "name"), f"must be at most {MAX_NAME} characters long")
     else:
         issues.add((path, "name"), "is required")
     kind: str | None = None
@@ -98,14 +114,16 @@ def _check_one(
     for key in ("contributor", "description", "plugin"):
         if given(spec, key):
             want_str(issues, (path, key), spec[key])
+    if kind == "dockerimage":  # OpenPAI's schema: no other key on a docker image
+        unknown_keys(issues, path, spec, KNOWN)
     _check_uri(issues, path, spec, kind)
     if given(spec, "auth"):
         if kind is not None and kind != "dockerimage":
             issues.add((path, "auth"), "only a dockerimage prerequisite may have auth")
         auth = want_dict(issues, (path, "auth"), spec["auth"])
         if auth is not None:
-            unknown_keys(issues, (path, "auth"), auth, AUTH_KEYS)
-            for key in AUTH_KEYS:
+            auth = without_nulls(issues, (path, "auth"), auth, AUTH_KEYS)
+            for key in AUTH_KEYS:  # other keys are kept: OpenPAI's schema allows them
                 if given(auth, key):
                     want_str(issues, ((path, "auth"), key), auth[key])
     if given(spec, "require"):
@@ -140,7 +158,8 @@ def _check_callbacks(issues: Issues, path: Where, value: object) -> None:
         callback = want_dict(issues, item_path, item)
         if callback is None:
             continue
-        unknown_keys(issues, item_path, callback, ("event", "commands", "failurePolicy"))
+        unknown_keys(issues, item_path, callback, CALLBACK_KEYS)
+        callback = without_nulls(issues, item_path, callback, CALLBACK_KEYS, CALLBACK_KEYS[:2])
         if given(callback, "event"):
             want_one_of(issues, (item_path, "event"), callback["event"], EVENTS)
         else:

@@ -167,6 +167,8 @@ def check(issues: Issues, path: Where, text: object, scope: Scope) -> None:
 
 def _check(issues: Issues, path: Where, text: str, scope: Scope) -> None:
     roots = scope.roots
+    if "<%" in REFERENCE.sub("", text):
+        issues.add(path, 'a "<%" without its closing "%>"')
     for reference in REFERENCE.findall(text):
         simple = _simple(reference)
         if simple is not None:  # resolve's fast path, inlined

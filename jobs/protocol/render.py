@@ -1,10 +1,12 @@
 """Commands of a task role with every ``<% %>`` reference resolved (secrets in clear).
 
-``render_role`` folds seed 001's callbacks in: the ``containerStart`` callbacks of the
-prerequisites the role uses come first in ``pre_commands`` (each after what it requires),
-then the deployment's ``preCommands``; ``post_commands`` holds the deployment's
-``postCommands`` then the ``containerExit`` callbacks in reverse order. A callback whose
-failure policy is ``ignore`` is wrapped as ``{ ...; } || true``.
+``render_role`` folds seed 001's callbacks in: the ``containerStart`` (and ``taskStarts``)
+callbacks of the prerequisites the role uses come first in ``pre_commands`` (each after what
+it requires), then the deployment's ``preCommands``; ``post_commands`` holds the deployment's
+``postCommands`` then the ``containerExit`` (and ``taskSucceeds``) callbacks in reverse
+order. A callback whose failure policy is ``ignore`` is wrapped as ``{ ...; } || true``.
+(The task runtime runs ``taskSucceeds`` callbacks after a success only; this folded list
+cannot say so.)
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from jobs.protocol import references
 from jobs.protocol.errors import ProtocolError, join, show
+from jobs.protocol.prereqs import START_EVENTS
 from jobs.protocol.references import Scope, UnknownReference
 
 DEFAULT_FAILURE_POLICY = "fail"
@@ -29,7 +32,7 @@ class RoleCommands:
 @dataclass(frozen=True)
 class Callback:
     prerequisite: str
-    event: str  # "containerStart" or "containerExit"
+    event: str  # one of prereqs.EVENTS
     commands: list[str]
     failure_policy: str  # "fail" or "ignore"
 
@@ -53,8 +56,8 @@ def render_role(
     scope = references.role_scope(job, role, prereqs)
     where = join("taskRoles", role)
     folded = _callbacks(job, spec, prereqs) if callbacks else []
-    pre = [cmd for cb in folded if cb.event == "containerStart" for cmd in _wrapped(cb)]
-    post = [cmd for cb in folded if cb.event == "containerExit" for cmd in _wrapped(cb)]
+    pre = [cmd for cb in folded if cb.event in START_EVENTS for cmd in _wrapped(cb)]
+    post = [cmd for cb in folded if cb.event not in START_EVENTS for cmd in _wrapped(cb)]
     return RoleCommands(
         pre_commands=pre + _render(entry.get("preCommands", []), scope, f"{name}.preCommands"),
         commands=_render(spec.get("commands", []), scope, join(where, "commands")),
@@ -63,8 +66,9 @@ def render_role(
 
 
 def render_callbacks(job: dict[str, Any], role: str) -> list[Callback]:
-    """The callbacks of the prerequisites ``role`` uses: containerStart ones in dependency
-    order (each after what it requires), then containerExit ones in the reverse order."""
+    """The callbacks of the prerequisites ``role`` uses: start ones (containerStart,
+    taskStarts) in dependency order (each after what it requires), then exit ones
+    (containerExit, taskSucceeds) in the reverse order."""
     return _callbacks(job, _role(job, role), references.prerequisites_by_name(job))
 
 
@@ -95,7 +99,7 @@ def _callbacks(
                 or prereq.get("failurePolicy")
                 or DEFAULT_FAILURE_POLICY,
             )
-            (starts if rendered.event == "containerStart" else exits).append(rendered)
+            (starts if rendered.event in START_EVENTS else exits).append(rendered)
     exits.reverse()
     return starts + exits
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from jobs.protocol.prereqs import AUTH_KEYS, EVENTS, KNOWN
+
 _INT = {"type": "integer"}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 _C_NAME = "^[a-zA-Z_][a-zA-Z0-9_]*$"
-_MIN_COUNT = {"anyOf": [{"const": -1}, {"type": "integer", "minimum": 1}]}
+# null: the default (OpenPAI's checker allows it)
+_MIN_COUNT = {"anyOf": [{"const": -1}, {"type": "integer", "minimum": 1}, {"type": "null"}]}
 
 
 def _object(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
@@ -29,7 +32,7 @@ def _object(properties: dict[str, Any], required: list[str] | None = None) -> di
 
 _CALLBACK = _object(
     {
-        "event": {"enum": ["containerStart", "containerExit"]},
+        "event": {"enum": list(EVENTS)},
         "commands": {**_STRINGS, "minItems": 1},
         "failurePolicy": {"enum": ["ignore", "fail"]},
     },
@@ -41,12 +44,16 @@ _PREREQUISITE: dict[str, Any] = {
     "required": ["name", "type"],
     "properties": {
         "protocolVersion": {"enum": [2, "2"]},
-        "name": {"type": "string", "minLength": 1},
+        "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]+$", "maxLength": 255},
         "type": {"enum": ["data", "script", "dockerimage", "output"]},
         "version": {"type": ["string", "number"]},
         "contributor": {"type": "string"},
         "description": {"type": "string"},
-        "auth": _object({k: {"type": "string"} for k in ("username", "password", "registryuri")}),
+        "auth": {
+            "type": "object",
+            "properties": {k: {"type": "string"} for k in AUTH_KEYS},
+            "additionalProperties": True,
+        },
         "uri": {"anyOf": [{"type": "string"}, {**_STRINGS, "minItems": 1}]},
         "plugin": {"type": "string"},
         "require": _STRINGS,
@@ -57,7 +64,11 @@ _PREREQUISITE: dict[str, Any] = {
     "allOf": [
         {
             "if": {"properties": {"type": {"const": "dockerimage"}}},
-            "then": {"required": ["uri"], "properties": {"uri": {"type": "string"}}},
+            "then": {
+                "required": ["uri"],
+                "properties": {"uri": {"type": "string"}},
+                "propertyNames": {"enum": list(KNOWN)},
+            },
         },
         {
             "if": {"properties": {"type": {"not": {"const": "data"}}}},
@@ -72,6 +83,7 @@ _PREREQUISITE: dict[str, Any] = {
 
 _TASK_ROLE = _object(
     {
+        "protocolVersion": {"enum": [2, "2"]},
         "instances": {"type": "integer", "minimum": 1, "default": 1},
         "completion": _object(
             {"minFailedInstances": _MIN_COUNT, "minSucceededInstances": _MIN_COUNT}
@@ -137,9 +149,11 @@ _JOB = _object(
             "additionalProperties": _TASK_ROLE,
         },
         "deployments": {"type": "array", "items": _DEPLOYMENT},
-        "defaults": _object(
-            {"virtualCluster": {"type": "string"}, "deployment": {"type": "string"}}
-        ),
+        "defaults": {
+            "type": "object",
+            "properties": {"virtualCluster": {"type": "string"}, "deployment": {"type": "string"}},
+            "additionalProperties": True,
+        },
         "extras": {"type": "object"},
     },
     ["protocolVersion", "name", "type", "taskRoles"],

@@ -10,11 +10,28 @@ from typing import Any
 from jobs.protocol.references import REFERENCE
 
 SECRET_MASK = "******"  # noqa: S105 - the mask, not a password
+# The auth fields shown as written; any other (password, and the keys OpenPAI's schema lets a
+# registry's auth carry, such as a token) is a secret when it is a literal.
+PUBLIC_AUTH_KEYS = frozenset({"username", "registryuri"})
+
+
+def _literal_auth_secrets(auth: object) -> list[str]:
+    """The keys of ``auth`` whose value is a secret given in clear (not a ``<% %>`` reference)."""
+    if not isinstance(auth, dict):
+        return []
+    return [
+        key
+        for key, value in auth.items()
+        if key not in PUBLIC_AUTH_KEYS
+        and value is not None
+        and not (isinstance(value, str) and REFERENCE.fullmatch(value.strip()))
+    ]
 
 
 def mask_secrets(job: dict[str, Any]) -> dict[str, Any]:
     """A deep copy of ``job`` with every ``secrets`` value replaced by ``SECRET_MASK``, and
-    every prerequisite's literal ``auth.password`` (one that is not a ``<% %>`` reference)."""
+    every prerequisite's literal ``auth.password`` (one that is not a ``<% %>`` reference),
+    as every other auth field but ``username`` and ``registryuri``."""
     masked: dict[str, Any] = _copy(job)
     secrets = masked.get("secrets")
     if isinstance(secrets, dict):
@@ -23,10 +40,8 @@ def mask_secrets(job: dict[str, Any]) -> dict[str, Any]:
     prereqs = masked.get("prerequisites")
     for prereq in prereqs if isinstance(prereqs, list) else []:
         auth = prereq.get("auth") if isinstance(prereq, dict) else None
-        if isinstance(auth, dict) and "password" in auth:
-            password = auth["password"]
-            if not (isinstance(password, str) and REFERENCE.fullmatch(password.strip())):
-                auth["password"] = SECRET_MASK
+        for key in _literal_auth_secrets(auth):
+            auth[key] = SECRET_MASK  # type: ignore[index]
     return masked
 
 
@@ -42,8 +57,9 @@ def masks_left(job: dict[str, Any]) -> list[str]:
     prereqs = job.get("prerequisites")
     for index, prereq in enumerate(prereqs if isinstance(prereqs, list) else []):
         auth = prereq.get("auth") if isinstance(prereq, dict) else None
-        if isinstance(auth, dict) and auth.get("password") == SECRET_MASK:
-            paths.append(f"prerequisites[{index}].auth.password")
+        for key, value in auth.items() if isinstance(auth, dict) else []:
+            if key not in PUBLIC_AUTH_KEYS and value == SECRET_MASK:
+                paths.append(f"prerequisites[{index}].auth.{key}")
     return paths
 
 
@@ -124,14 +140,13 @@ class SecretMasker:
 def secret_masker(job: dict[str, Any]) -> SecretMasker:
     """The masker of a job's secrets: every string (or number) of at least
     ``MIN_SECRET_CHARS`` characters in ``secrets``, however deeply nested, and each
-    prerequisite's literal ``auth.password``."""
+    prerequisite's literal ``auth.password`` (and other secret auth fields)."""
     values = set(_leaves(job.get("secrets")))
     prereqs = job.get("prerequisites")
     for prereq in prereqs if isinstance(prereqs, list) else []:
         auth = prereq.get("auth") if isinstance(prereq, dict) else None
-        password = auth.get("password") if isinstance(auth, dict) else None
-        if isinstance(password, str) and not REFERENCE.fullmatch(password.strip()):
-            values.add(password)
+        for key in _literal_auth_secrets(auth):
+            values.update(_leaves(auth[key]))  # type: ignore[index]
     return SecretMasker({v for v in values if len(v) >= MIN_SECRET_CHARS})
 
 

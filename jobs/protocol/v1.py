@@ -9,7 +9,10 @@ Mapping (v1 -> canonical v2):
 * each ``taskRoles[i]`` -> ``taskRoles[name]``: ``taskNumber`` -> ``instances``,
   ``cpuNumber`` -> ``cpu``, ``memoryMB`` -> ``memoryMB``, ``gpuNumber`` -> ``gpu``,
   ``portList`` -> ``ports`` ``{label: portNumber}``, ``command`` -> ``commands: [command]``,
-  ``shmMB`` -> ``extraContainerOptions.shmMB`` (default 64).
+  ``shmMB`` -> ``extraContainerOptions.shmMB`` (default 64, at most memoryMB). Omitted numbers
+  take OpenPAI v1's defaults: taskNumber 1, cpuNumber 1, memoryMB 100, gpuNumber 0, a port's
+  beginAt 0 and portNumber 1; ``null`` for one is refused.
+* ``retryCount`` -1 and -2 (see ``_UNLIMITED_RETRIES``) -> ``jobRetryCount`` ``MAX_COUNT``.
 * ``minFailedTaskCount`` / ``minSucceededTaskCount`` -> ``completion``: absent means the v2
   default (1 / instances); an explicit ``null`` means what seed 002 documents for v1 ("the
   job will always succeed regardless any task failure" / "only succeed until all tasks are
@@ -31,16 +34,27 @@ from typing import Any
 
 from jobs.protocol.errors import Issues, join, show
 from jobs.protocol.fields import (
+    MAX_COUNT,
     given,
+    is_int,
     want_bool,
     want_dict,
     want_int,
     want_list,
     want_match,
     want_str,
+    whole,
 )
 
 NULL_COMPLETION = -1
+# OpenPAI v1's retryCount is FrameworkController's maxRetryCount: -1 retries every failure
+# without limit; -2 starts a new attempt after every end, a success too. Both are kept under
+# extras.v1.retryCount and run as unlimited retries of failures (jobRetryCount MAX_COUNT).
+_UNLIMITED_RETRIES = {
+    -1: f"retryCount: -1 (retry every failure without limit) runs with jobRetryCount {MAX_COUNT}",
+    -2: "retryCount: -2 (OpenPAI also restarts a job that succeeded) runs as -1 here: failures "
+    f"are retried without limit (jobRetryCount {MAX_COUNT}), a success ends the job",
+}
 JOB_NAME = re.compile(r"^[A-Za-z0-9\-._~]+$")
 ROLE_NAME = re.compile(r"^[A-Za-z0-9._~]+$")
 TOP_KEYS = (
@@ -93,8 +107,11 @@ def convert_v1(issues: Issues, doc: dict[str, Any], warnings: list[str]) -> dict
     extras = dict(extras or {})
     if "v1" in extras:
         issues.add("extras.v1", "is reserved for the fields of a job converted from v1")
-    if given(doc, "retryCount"):
-        want_int(issues, "retryCount", doc["retryCount"], 0)
+    retries = _retries(issues, doc.get("retryCount"))
+    if retries in _UNLIMITED_RETRIES:
+        v1["retryCount"] = retries
+        warnings.append(_UNLIMITED_RETRIES[retries])
+        retries = MAX_COUNT
     roles, begin_at = _roles(issues, doc, ignored)
     if begin_at:
         v1["beginAt"] = begin_at
@@ -108,14 +125,28 @@ def convert_v1(issues: Issues, doc: dict[str, Any], warnings: list[str]) -> dict
         "name": name,
         "type": "job",
         "prerequisites": [{"name": "image", "type": "dockerimage", "uri": image or "image"}],
-        "jobRetryCount": doc.get("retryCount"),
+        "jobRetryCount": retries,
         "taskRoles": roles,
         "extras": extras,
     }
+    result = {key: value for key, value in result.items() if value is not None}
     if given(doc, "virtualCluster"):
         cluster = want_str(issues, "virtualCluster", doc["virtualCluster"], non_empty=True)
         result["defaults"] = {"virtualCluster": cluster}
     return result
+
+
+def _retries(issues: Issues, value: object) -> int | None:
+    """v1's retryCount: -2, -1 or an integer >= 0 (None when absent or wrong)."""
+    if value is None:
+        return None
+    number = whole(value)
+    if is_int(number) and isinstance(number, int) and number < 0:
+        if number in _UNLIMITED_RETRIES:
+            return number
+        issues.add("retryCount", f"must be -2, -1 or an integer >= 0, got {show(value)}")
+        return None
+    return want_int(issues, "retryCount", value, 0)
 
 
 def _roles(
@@ -158,28 +189,39 @@ def _required(
     return want_match(issues, join(path, key), spec[key], pattern)
 
 
-def _required_int(issues: Issues, path: str, spec: dict[str, Any], key: str, minimum: int) -> int:
-    if not given(spec, key):
-        issues.add(join(path, key), "is required")
-        return minimum
+def _int(
+    issues: Issues, path: str, spec: dict[str, Any], key: str, minimum: int, default: int
+) -> int:
+    """An integer field OpenPAI's v1 checker fills with ``default`` when it is absent."""
+    if key not in spec:
+        return default
     value = want_int(issues, join(path, key), spec[key], minimum)
-    return minimum if value is None else value
+    return default if value is None else value
 
 
 def _role(
     issues: Issues, path: str, spec: dict[str, Any], ignored: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, int]]:
-    instances = _required_int(issues, path, spec, "taskNumber", 1)
+    instances = _int(issues, path, spec, "taskNumber", 1, 1)
     ports: dict[str, int] = {}
     resources: dict[str, Any] = {
-        "cpu": _required_int(issues, path, spec, "cpuNumber", 1),
-        "memoryMB": _required_int(issues, path, spec, "memoryMB", 100),
-        "gpu": _required_int(issues, path, spec, "gpuNumber", 0),
+        "cpu": _int(issues, path, spec, "cpuNumber", 1, 1),
+        "memoryMB": _int(issues, path, spec, "memoryMB", 100, 100),
+        "gpu": _int(issues, path, spec, "gpuNumber", 0, 0),
         "ports": ports,
     }
     shm = 64
     if given(spec, "shmMB"):
         shm = want_int(issues, join(path, "shmMB"), spec["shmMB"], 1) or 64
+        if (
+            whole(spec["shmMB"]) == shm
+            and whole(spec.get("memoryMB")) == resources["memoryMB"]
+            and shm > resources["memoryMB"]
+        ):  # OpenPAI's v1 checker: shmMB at most memoryMB
+            issues.add(
+                join(path, "shmMB"),
+                f"must not be more than memoryMB ({resources['memoryMB']}), got {shm}",
+            )
     completion: dict[str, int] = {}
     for v1_key, v2_key in (
         ("minFailedTaskCount", "minFailedInstances"),
@@ -229,8 +271,8 @@ def _ports(
             if key not in ("label", "beginAt", "portNumber"):
                 ignored[join(where, key)] = extra
         label = _required(issues, where, port, "label", ROLE_NAME)
-        begin = _required_int(issues, where, port, "beginAt", 0)
-        number = _required_int(issues, where, port, "portNumber", 1)
+        begin = _int(issues, where, port, "beginAt", 0, 0)
+        number = _int(issues, where, port, "portNumber", 1, 1)
         if label is None:
             continue
         if label in ports:

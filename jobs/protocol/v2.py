@@ -1,6 +1,8 @@
 """Check a v2 job (seed 000, with seed 001's prerequisites) and build its canonical form.
 
-Null values count as absent (YAML's ``key:`` with nothing after it), so defaults apply.
+A null value (YAML's ``key:`` with nothing after it) is refused, naming the field, as OpenPAI's
+schema refuses it; only a completion count may be null (OpenPAI's checker allows it), which
+means its default.
 A job converted from v1 (``extras.v1`` is an object) may keep v1's names for the job, its
 task roles and its port labels, which v1 allows to hold ``.`` and ``~``.
 """
@@ -23,21 +25,32 @@ from jobs.protocol.fields import (
     want_match,
     want_str,
     want_strings,
+    whole,
+    without_nulls,
 )
-from jobs.protocol.prereqs import TYPES, check_prerequisites, is_version_two, version_text
+from jobs.protocol.prereqs import (
+    MAX_NAME,
+    NAME,
+    TYPES,
+    check_prerequisites,
+    is_version_two,
+    version_text,
+)
 
-NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 V1_NAME = re.compile(r"^[A-Za-z0-9\-._~]+$")
 V1_ROLE = re.compile(r"^[A-Za-z0-9._~]+$")
-MAX_NAME = 255
 TOP_KEYS = (
     "protocolVersion", "name", "type", "version", "contributor", "description", "prerequisites",
     "parameters", "secrets", "jobRetryCount", "taskRoles", "deployments", "defaults", "extras",
 )  # fmt: skip
 ROLE_KEYS = (
-    "instances", "completion", "taskRetryCount", "dockerImage", "data", "output", "script",
-    "extraContainerOptions", "resourcePerInstance", "commands", "prerequisites",
+    "protocolVersion", "instances", "completion", "taskRetryCount", "dockerImage", "data",
+    "output", "script", "extraContainerOptions", "resourcePerInstance", "commands",
+    "prerequisites",
 )  # fmt: skip
+REQUIRED_TOP_KEYS = ("protocolVersion", "name", "type", "taskRoles")
+REQUIRED_ROLE_KEYS = ("dockerImage", "resourcePerInstance", "commands")
+RESOURCE_KEYS = ("cpu", "memoryMB", "gpu", "ports")
 DEFAULT_SHM_MB = 64
 
 
@@ -45,6 +58,7 @@ def check_v2(issues: Issues, doc: dict[str, Any], sources: dict[str, str]) -> di
     """The canonical job; issues for everything wrong (the result is unusable if any)."""
     from_v1 = isinstance(doc.get("extras"), dict) and isinstance(doc["extras"].get("v1"), dict)
     unknown_keys(issues, "", doc, TOP_KEYS)
+    doc = without_nulls(issues, "", doc, TOP_KEYS, REQUIRED_TOP_KEYS)
     job: dict[str, Any] = {"protocolVersion": 2}
     if not given(doc, "protocolVersion"):
         issues.add("protocolVersion", "is required")
@@ -127,6 +141,9 @@ def _role(
     issues: Issues, path: Where, spec: dict[str, Any], kinds: dict[str, Any], label: re.Pattern[str]
 ) -> dict[str, Any]:
     unknown_keys(issues, path, spec, ROLE_KEYS)
+    spec = without_nulls(issues, path, spec, ROLE_KEYS, REQUIRED_ROLE_KEYS)
+    if given(spec, "protocolVersion") and not is_version_two(spec["protocolVersion"]):
+        issues.add((path, "protocolVersion"), f"must be 2, got {show(spec['protocolVersion'])}")
     instances = _count(issues, (path, "instances"), spec.get("instances"), 1, 1)
     role: dict[str, Any] = {"instances": instances}
     role["completion"] = _completion(issues, (path, "completion"), spec, instances)
@@ -153,11 +170,20 @@ def _role(
         issues, (path, "extraContainerOptions"), spec.get("extraContainerOptions")
     )
     unknown_keys(issues, (path, "extraContainerOptions"), options, ("shmMB", "infiniband"))
+    options = without_nulls(
+        issues, (path, "extraContainerOptions"), options, ("shmMB", "infiniband")
+    )
     options_path = (path, "extraContainerOptions")
     shm = _count(issues, (options_path, "shmMB"), options.get("shmMB"), 1, DEFAULT_SHM_MB)
     infiniband = _flag(issues, (options_path, "infiniband"), options.get("infiniband"))
     role["extraContainerOptions"] = {"shmMB": shm, "infiniband": infiniband}
     role["resourcePerInstance"] = _resources(issues, (path, "resourcePerInstance"), spec, label)
+    memory = role["resourcePerInstance"]["memoryMB"]
+    resources = spec.get("resourcePerInstance")
+    given_memory = whole(resources.get("memoryMB")) if isinstance(resources, dict) else None
+    valid = whole(options.get("shmMB")) == shm and given_memory == memory  # no default stood in
+    if valid and shm > memory:  # OpenPAI: /dev/shm is part of the memory
+        issues.add((options_path, "shmMB"), f"must not be more than memoryMB ({memory}), got {shm}")
     commands = None
     if not given(spec, "commands"):
         issues.add((path, "commands"), "is required")
@@ -217,7 +243,8 @@ def _resources(
         issues.add(path, "is required")
         return {"cpu": 1, "memoryMB": 1, "gpu": 0, "ports": {}}
     given_resources = want_dict(issues, path, spec["resourcePerInstance"]) or {}
-    unknown_keys(issues, path, given_resources, ("cpu", "memoryMB", "gpu", "ports"))
+    unknown_keys(issues, path, given_resources, RESOURCE_KEYS)
+    given_resources = without_nulls(issues, path, given_resources, RESOURCE_KEYS, RESOURCE_KEYS[:3])
     result: dict[str, Any] = {}
     for key, minimum in (("cpu", 1), ("memoryMB", 1), ("gpu", 0)):
         if not given(given_resources, key):

@@ -6,15 +6,16 @@ until a timeout: exit 201); the task's
 secret files (``task_files``: copied from ``$PAI_FILES_DIR`` where the backend mounts them
 there); plugins (ssh, storage: exit 203 when one cannot be set up; the ssh plugin also starts
 the image's sshd, if it has one, on the task's ``ssh`` port: ``jobs.runtime.ssh``);
-``containerStart`` callbacks in dependency order;
+``containerStart`` and ``taskStarts`` callbacks in dependency order;
 the deployment's ``preCommands``; the ``cmd`` plugin's pre-commands; the role's commands. Then,
 from an EXIT trap so that they run whatever happened (failure, ``exit``, Stop's SIGTERM): the
 deployment's ``postCommands``, the ``cmd`` plugin's post-commands (after a success only) and
-the ``containerExit`` callbacks in reverse order. A callback with ``failurePolicy: fail`` that
-fails writes ``[portal] callback <name> failed with exit code <n>`` to stderr and ends the
-task with exit code 202; with ``ignore`` it says so and the task goes on. Exports made by the
-start steps are seen by the later ones (they share one shell); ``ignore`` callbacks and the
-exit steps run in subshells.
+the ``containerExit`` and ``taskSucceeds`` callbacks in reverse order (a ``taskSucceeds`` one
+only when the task has succeeded so far, as OpenPAI's runtime runs it). A callback with
+``failurePolicy: fail`` that fails writes ``[portal] callback <name> failed with exit code
+<n>`` to stderr and ends the task with exit code 202; with ``ignore`` it says so and the task
+goes on. Exports made by the start steps are seen by the later ones (they share one shell);
+``ignore`` callbacks and the exit steps run in subshells.
 
 The role's commands run as OpenPAI's runtime runs them: joined by newlines into one script,
 ``$PAI_WORK_DIR/user.sh`` (mode 0700: it may hold rendered secrets), written by the bootstrap
@@ -35,6 +36,7 @@ import shlex
 
 from jobs import plugins
 from jobs.protocol import Callback, render_callbacks, render_role
+from jobs.protocol.prereqs import START_EVENTS
 from jobs.runtime.env import JobContext
 from jobs.runtime.ssh import SSHD_STOP, ssh_on, ssh_setup
 
@@ -138,12 +140,13 @@ def bootstrap_script(ctx: JobContext, role: str, env: dict[str, str]) -> str:
     parts.append(EXIT_HEAD % {"callback_code": CALLBACK_FAILED_CODE})
     parts.append(exit_step("postCommands", commands.post_commands))
     parts.append(indent(success_only(exit_step("cmd plugin postCommands", cmd_post))))
-    for callback in (c for c in callbacks if c.event == "containerExit"):
-        parts.append(exit_callback(callback))
+    for callback in (c for c in callbacks if c.event not in START_EVENTS):
+        step = exit_callback(callback)
+        parts.append(indent(success_only(step)) if callback.event == "taskSucceeds" else step)
     parts.append(debug_note(ctx))
     parts.append(SSHD_STOP if ssh_on(ctx) else "")
     parts.append(EXIT_TAIL)
-    for callback in (c for c in callbacks if c.event == "containerStart"):
+    for callback in (c for c in callbacks if c.event in START_EVENTS):
         parts.append(start_callback(callback))
     parts.append(start_step("preCommands", commands.pre_commands))
     parts.append(start_step("cmd plugin preCommands", cmd_pre))

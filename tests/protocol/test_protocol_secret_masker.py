@@ -40,3 +40,25 @@ def test_a_window_masks_a_secret_it_cuts_and_skips_those_before_it():
     start = data.rindex(b"value")  # the window starts inside the second secret
     assert mask(data, start=start) == b"******!"
     assert mask.margin == len("s3cr3t-value")
+
+
+def test_a_literal_auth_field_that_openpai_allows_beyond_the_known_ones_is_a_secret():
+    from jobs.protocol import mask_secrets, masks_left
+
+    job = {
+        "prerequisites": [
+            {
+                "name": "img",
+                "type": "dockerimage",
+                "auth": {"username": "bob", "registryuri": "r.io", "identitytoken": "tok-12345"},
+            }
+        ]
+    }
+    assert secret_masker(job)(b"bob r.io tok-12345") == b"bob r.io ******"
+    masked = mask_secrets(job)
+    assert masked["prerequisites"][0]["auth"] == {
+        "username": "bob",
+        "registryuri": "r.io",
+        "identitytoken": "******",
+    }
+    assert masks_left(masked) == ["prerequisites[0].auth.identitytoken"]

@@ -30,7 +30,7 @@ CASES = [
     ("min_failed_zero", "taskRoles[0].minFailedTaskCount", 0, "taskRoles[0].minFailedTaskCount", "must be an integer >= 1, got 0"),
     ("min_succeeded_above_tasks", "taskRoles[0].minSucceededTaskCount", 3, "taskRoles[0].minSucceededTaskCount", "must not be more than taskNumber (2), got 3"),
     ("kill_all_negative", "killAllOnCompletedTaskNumber", -1, "killAllOnCompletedTaskNumber", "must be an integer >= 0, got -1"),
-    ("retry_count_negative", "retryCount", -1, "retryCount", "must be an integer >= 0, got -1"),
+    ("retry_count_below_minus_two", "retryCount", -3, "retryCount", "must be -2, -1 or an integer >= 0, got -3"),
     ("job_envs_a_list", "jobEnvs", [], "jobEnvs", "must be an object, got a list"),
     ("is_debug_as_text", "jobEnvs", {"isDebug": "yes"}, "jobEnvs.isDebug", 'must be true or false, got "yes"'),
     ("data_dir_a_number", "dataDir", 3, "dataDir", "must be a string, got 3"),

@@ -108,3 +108,37 @@ def test_container_exit_callbacks_run_after_a_failed_command(alice, backend):
     assert task.exit_code == 3
     assert "cmd plugin post" not in out  # taskSucceeds only
     assert out[-3:] == ["deployment post", "exit tools", "exit dataset ready"]
+
+
+def job_with_task_events(name: str, command: str) -> str:
+    return textwrap.dedent(f"""\
+        protocolVersion: 2
+        name: {name}
+        type: job
+        prerequisites:
+          - {{name: image, type: dockerimage, uri: "python:3.11"}}
+          - name: tools
+            type: script
+            callbacks:
+              - {{event: taskStarts, commands: ["echo task starts", "export TOOLS=ready"]}}
+              - {{event: taskSucceeds, commands: ["echo task succeeds $TOOLS"]}}
+              - {{event: containerExit, commands: ["echo container exit"]}}
+        taskRoles:
+          taskrole_1:
+            dockerImage: image
+            prerequisites: [tools]
+            resourcePerInstance: {{cpu: 1, memoryMB: 128, gpu: 0}}
+            commands: ["echo commands $TOOLS", "{command}"]
+        """)
+
+
+def test_task_starts_and_task_succeeds_callbacks_run_as_openpai_runs_them(alice, backend):
+    job, _, out, _ = run(alice, backend, job_with_task_events("task_events", "true"))
+    assert job.state == JobState.SUCCEEDED
+    assert out == ["task starts", "commands ready", "container exit", "task succeeds ready"]
+
+
+def test_task_succeeds_callback_does_not_run_after_a_failure(alice, backend):
+    job, task, out, _ = run(alice, backend, job_with_task_events("task_fails", "exit 4"))
+    assert job.state == JobState.FAILED and task.exit_code == 4
+    assert out == ["task starts", "commands ready", "container exit"]
