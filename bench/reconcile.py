@@ -4,7 +4,9 @@ A fake API server on loopback (tests/k8s/fake_apiserver.py) answers the pod list
 the jobs, in a fresh database ``bench_reconcile`` of the server at ``BENCH_PG`` (default the
 local one). Each job has one role of 10 running tasks. The pass is measured at 1,000 and 10,000
 tasks, in the steady state (nothing changed) and with 1% of the tasks just finished, to show
-which queries grow with the number of tasks. Prints the figures, the headline last.
+which queries grow with the number of tasks. The news a pass publishes goes through the real
+channel layer (channels-redis on ``BENCH_REDIS``), as in production. Prints the figures, the
+headline last.
 """
 
 from __future__ import annotations
@@ -51,7 +53,6 @@ def setup_django() -> None:
     from django.conf import settings
     from django.core.management import call_command
 
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     call_command("migrate", verbosity=0)
 
 

@@ -20,7 +20,7 @@ from jobs.models import JobAttempt, Task
 from jobs.protocol import SecretMasker
 from portal.accounts.models import ApiToken
 from tests.jobs.samples import hello_job
-from tests.portal.servers import daphne
+from tests.support.servers import daphne
 
 SECRET = "s3cr3t-value"
 LOG_PAGE = "/jobs/alice~big/logs/0/main-0/stdout/"

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from jobs import lifecycle
-from tests.browser.test_submit_and_watch import log_in
+from tests.browser.pages import assert_tasks_succeeded, log_in
 
 pytestmark = pytest.mark.browser
 
@@ -105,7 +105,5 @@ def test_a_two_role_form_job_runs_both_roles_to_the_end(portal_url, browser_page
     page.click("#submit-form")
     page.wait_for_url(f"{portal_url}/jobs/alice~two_roles/")
     page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
-    for task in ("quick-0", "slow-0"):
-        assert page.locator(f"#task-{task} .state").inner_text() == "SUCCEEDED"
-        assert page.locator(f"#task-{task} .exit").inner_text().startswith("0")
+    assert_tasks_succeeded(page, ("quick-0", "slow-0"))
     assert "slow done" in page.locator("#live .logs").inner_text()

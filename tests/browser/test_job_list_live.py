@@ -7,7 +7,7 @@ import pytest
 from jobs import lifecycle
 from jobs.models import Job
 from jobs.states import JobState
-from tests.browser.test_submit_and_watch import log_in
+from tests.browser.pages import log_in
 from tests.jobs.samples import hello_job
 from tests.waiting import wait_for
 

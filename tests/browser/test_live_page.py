@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from jobs.models import Job
-from tests.browser.test_portal_flows import SSH, job, submit_text
-from tests.browser.test_submit_and_watch import log_in
+from tests.browser.pages import log_in, submit_text
+from tests.browser.test_portal_flows import SSH, job
 
 pytestmark = pytest.mark.browser
 

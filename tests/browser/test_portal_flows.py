@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from jobs.models import Job, Task
-from tests.browser.test_submit_and_watch import log_in
+from tests.browser.pages import log_in, submit_text
 
 pytestmark = pytest.mark.browser
 
@@ -31,12 +31,6 @@ def job(name: str, command: str, extra: str = "") -> str:
         """)
         + extra
     )
-
-
-def submit_text(page, base: str, text: str) -> None:
-    page.goto(f"{base}/jobs/submit/")
-    page.fill("#id_text", text)
-    page.click("#text-form button[type=submit]")
 
 
 def test_a_job_built_with_the_form_runs_to_success_live(portal_url, browser_page, alice):

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from clusters.models import Node
-from tests.browser.test_submit_and_watch import log_in
+from tests.browser.pages import assert_tasks_succeeded, log_in
 from tests.readme import first_job
 
 pytestmark = pytest.mark.browser
@@ -28,9 +28,7 @@ def test_the_readmes_first_job_succeeds_on_this_machine(portal_url, browser_page
     page.click("#text-form button[type=submit]")
     page.wait_for_url(f"{portal_url}/jobs/alice~hello_distributed/")
     page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
-    for task in ("ps_server-0", "worker-0"):
-        assert page.locator(f"#task-{task} .state").inner_text() == "SUCCEEDED"
-        assert page.locator(f"#task-{task} .exit").inner_text().startswith("0")
+    assert_tasks_succeeded(page, ("ps_server-0", "worker-0"))
     logs = page.locator("#live .logs").inner_text()
     assert "hello from the parameter server" in logs
     assert "workers: 127.0.0.1:" in logs and "ps: 127.0.0.1:" in logs

@@ -6,6 +6,8 @@ import textwrap
 
 import pytest
 
+from tests.browser.pages import log_in
+
 pytestmark = pytest.mark.browser
 
 JOB = textwrap.dedent("""\
@@ -26,14 +28,6 @@ JOB = textwrap.dedent("""\
         resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0, ports: {http: 1}}
         commands: ["sleep 3", "echo hosts=$PAI_TASK_ROLE_worker_HOST_LIST"]
     """)
-
-
-def log_in(page, base: str, username: str, password: str) -> None:
-    page.goto(f"{base}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/jobs/")
 
 
 def test_a_pasted_job_is_seen_running_then_succeeding_live(portal_url, browser_page, alice):

@@ -16,16 +16,6 @@ from tests.jobs.websockets import open_socket
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
 
-@pytest.fixture(autouse=True)
-def _redis_layer(settings) -> None:
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [settings.REDIS_URL]},
-        }
-    }
-
-
 async def list_socket(client, *ids: int):
     return await open_socket(client, "/ws/jobs/?ids=" + ",".join(str(i) for i in ids))
 

@@ -15,7 +15,7 @@ import requests
 from django.db import connection
 
 from portal.accounts.models import ApiToken
-from tests.portal.servers import ROOT, daphne
+from tests.support.servers import ROOT, daphne
 from tests.waiting import wait_for
 
 

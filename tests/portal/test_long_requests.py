@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.portal.servers import daphne
+from tests.support.servers import daphne
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

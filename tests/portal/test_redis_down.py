@@ -17,7 +17,7 @@ from jobs.models import Job, JobEvent
 from portal.accounts.models import ApiToken
 from portal.unavailable import ServiceUnavailableMiddleware
 from tests.jobs.samples import hello_job
-from tests.portal.servers import RedisServer, daphne
+from tests.support.servers import RedisServer, daphne
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.browser.conftest import free_port
+from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

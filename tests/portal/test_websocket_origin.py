@@ -22,16 +22,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 PORTAL = b"localhost:8000"
 
 
-@pytest.fixture(autouse=True)
-def _redis_layer(settings) -> None:
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [settings.REDIS_URL]},
-        }
-    }
-
-
 async def open_from(
     client, path: str, origin: bytes | None, host: bytes = PORTAL, scheme: str = "ws", **headers
 ):

@@ -1,4 +1,4 @@
-"""Real servers for the fault tests: a private redis-server that a test may stop and start (the
+"""Real servers for the tests: a private redis-server that a test may stop and start (the
 shared one on 6379 is never touched), and the portal's ASGI app under daphne in a subprocess on
 the test database."""
 
@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import redis
@@ -74,9 +74,9 @@ def database_url() -> str:
 
 
 @contextmanager
-def daphne(log_path: Path, **env: str) -> Iterator[str]:
+def daphne(log_path: Path | None = None, **env: str) -> Iterator[str]:
     """The portal under daphne on the test database; its base URL. Its output goes to
-    ``log_path``; ``env`` adds to (or overrides) the environment it gets."""
+    ``log_path`` (else the test's own); ``env`` adds to (or overrides) the environment it gets."""
     port = free_port()
     full_env = {
         **os.environ,
@@ -86,14 +86,14 @@ def daphne(log_path: Path, **env: str) -> Iterator[str]:
         "CELERY_TASK_ALWAYS_EAGER": "False",
         **env,
     }
-    with open(log_path, "wb") as log:
+    with open(log_path, "wb") if log_path else nullcontext(None) as log:
         server = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
             + ["portal.asgi:application"],
             env=full_env,
             cwd=ROOT,
             stdout=log,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.STDOUT if log else None,
         )
         try:
             wait_for_port(port, server, "daphne")
