@@ -40,7 +40,7 @@ from jobs.models import Job, JobAttempt, JobEvent, Task
 from jobs.protocol import render_registry_auth, secret_masker
 from jobs.runtime import JobContext, bootstrap_script, task_environment, task_files
 from jobs.runtime.context import context_for
-from jobs.runtime.observe import exit_changes, protocols_of_finishing
+from jobs.runtime.observe import exit_changes, mask_quoted, maskers_of
 from jobs.states import LIVE_TASK_STATES, JobState, TaskState
 
 log = logging.getLogger(__name__)
@@ -296,40 +296,18 @@ def observe(backend: Backend, report: PassReport) -> None:
         changes = changes_for(task, obs)
         if changes:
             changed.append((task, changes))
-    # jobs.runtime (issue 4): a task that ends gets the exit spec's phrase and reason, read
-    # from its log with the secrets of its job masked (one query for the jobs' protocols).
-    protocols = protocols_of_finishing(changed)
-    for task, changes in changed:
-        protocol = protocols.get(task.job_id)
-        if protocol is not None:
-            changes.update(
-                exit_changes(backend, task.backend_ref, changes, task.stop_requested, protocol)
-            )
-    if changed:
-        mask_quoted_output(changed)
-        save_changes(changed, report)
-
-
-QUOTING = ("diagnostics", "exit_spec")  # fields that may quote what a task printed
-
-
-def mask_quoted_output(changed: list[tuple[TaskRow, dict[str, object]]]) -> None:
-    """Mask each job's secrets in the diagnostics and exit spec about to be stored: they quote
-    the task's log (a failing command may print a secret) and flow into the attempt's and the
-    job's reason, the events, the pages, the API and the admin. One query, for the jobs whose
-    tasks have something to quote."""
-    quoting = {task.job_id for task, changes in changed if any(changes.get(f) for f in QUOTING)}
-    if not quoting:
-        return
-    maskers = {
-        job_id: secret_masker(protocol)
-        for job_id, protocol in Job.objects.filter(id__in=quoting).values_list("id", "protocol")
-    }
+    # A task that ends gets the exit spec's phrase and reason, read from its log; what is
+    # stored of its output has its job's secrets masked (one query for the jobs' protocols).
+    maskers = maskers_of(changed)
     for task, changes in changed:
         masker = maskers.get(task.job_id)
-        for name in QUOTING:
-            if masker is not None and changes.get(name):
-                changes[name] = masker.json(changes[name])
+        if masker is not None:
+            changes.update(
+                exit_changes(backend, task.backend_ref, changes, task.stop_requested, masker)
+            )
+            mask_quoted(changes, masker)
+    if changed:
+        save_changes(changed, report)
 
 
 def save_changes(changed: list[tuple[TaskRow, dict[str, object]]], report: PassReport) -> None:

@@ -33,14 +33,34 @@ def read_tail(backend: Backend, ref: str, mask: SecretMasker) -> str:
     return "\n".join(texts)
 
 
-def protocols_of_finishing(changed: Iterable[tuple[Any, dict[str, Any]]]) -> dict[int, Any]:
-    """The protocol of the job of each task that ``changed`` finishes, by job id: one query."""
-    ids = {task.job_id for task, changes in changed if changes.get("state") in FINISHED}
-    return dict(Job.objects.filter(id__in=ids).values_list("id", "protocol")) if ids else {}
+QUOTING = ("diagnostics", "exit_spec")  # fields that may quote what a task printed
+
+
+def maskers_of(changed: Iterable[tuple[Any, dict[str, Any]]]) -> dict[int, SecretMasker]:
+    """The secret masker of each job whose task ``changed`` finishes or quotes its output
+    (diagnostics), by job id: one query, one masker per job."""
+    ids = {
+        task.job_id
+        for task, changes in changed
+        if changes.get("state") in FINISHED or any(changes.get(f) for f in QUOTING)
+    }
+    if not ids:
+        return {}
+    rows = Job.objects.filter(id__in=ids).values_list("id", "protocol")
+    return {job_id: secret_masker(protocol) for job_id, protocol in rows}
+
+
+def mask_quoted(changes: dict[str, Any], masker: SecretMasker) -> None:
+    """Mask the job's secrets in the diagnostics and exit spec about to be stored: they quote
+    the task's log (a failing command may print a secret) and flow into the attempt's and the
+    job's reason, the events, the pages, the API and the admin."""
+    for name in QUOTING:
+        if changes.get(name):
+            changes[name] = masker.json(changes[name])
 
 
 def exit_changes(
-    backend: Backend, ref: str, changes: dict[str, Any], stopped: bool, protocol: dict[str, Any]
+    backend: Backend, ref: str, changes: dict[str, Any], stopped: bool, masker: SecretMasker
 ) -> dict[str, Any]:
     """Extra fields for a task whose ``changes`` finish it: ``exit_spec``, and diagnostics
     that start with the phrase and quote the log line that matters (so the job's reason
@@ -53,7 +73,7 @@ def exit_changes(
     found = exitspec.explain(
         code if isinstance(code, int) else None,
         diagnostics,
-        read_tail(backend, ref, secret_masker(protocol)) if ref else "",
+        read_tail(backend, ref, masker) if ref else "",
         stopped=state == TaskState.STOPPED or stopped,
     )
     if found is None:
