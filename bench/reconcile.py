@@ -50,7 +50,6 @@ def setup_django() -> None:
     import django
 
     django.setup()
-    from django.conf import settings
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
