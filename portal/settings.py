@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Redoc served from here: /api/docs/ works without internet
     "channels",
@@ -148,6 +149,10 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 2.0, minimum=0.1)
 # Pages say the scheduler is not running when no reconcile pass has ended for this long.
+# Like Slurm's PrivateData=jobs: when on, a user sees only their own jobs (lists, counts and
+# details; others' are 404); when off, any signed-in user sees the status summary of the jobs
+# they may list (config, logs, addresses and SSH stay the owner's and admins').
+JOBS_PRIVATE = env_bool("JOBS_PRIVATE", False)
 SCHEDULER_LATE_SECONDS = env_float(
     "SCHEDULER_LATE_SECONDS", max(30.0, 10 * RECONCILE_INTERVAL_SECONDS), minimum=1.0
 )

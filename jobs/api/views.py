@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import lifecycle
-from jobs.access import job_for
+from jobs.access import job_view_for
 from jobs.api.actions import pending_attempt
 from jobs.api.listing import list_jobs
 from jobs.api.parsers import JobTextParser
@@ -22,7 +22,7 @@ from jobs.api.schemas import (
     JobSummarySerializer,
     SubmittedSerializer,
 )
-from jobs.api.serializers import job_detail
+from jobs.api.serializers import api_base_url, job_detail
 from jobs.models import JobAttempt
 from jobs.protocol import json_schema
 
@@ -107,7 +107,8 @@ class JobDetailView(APIView):
     def get(
         self, request: Request, username: str, name: str, attempt: int | None = None
     ) -> Response:
-        job = job_for(request.user, username, name)
+        seen = job_view_for(request.user, username, name)
+        job = seen.job
         attempts = JobAttempt.objects.filter(job=job)
         current = attempts.order_by("-number").first()
         if attempt is not None:
@@ -116,7 +117,8 @@ class JobDetailView(APIView):
             else:
                 current = get_object_or_404(attempts, number=attempt)
         tasks = list(current.tasks.all()) if current else []
-        return Response(job_detail(job, current, tasks))
+        base_url = api_base_url(request)
+        return Response(job_detail(job, current, tasks, full=seen.full, base_url=base_url))
 
 
 class JobSchemaView(APIView):
