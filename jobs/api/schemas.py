@@ -49,6 +49,7 @@ class JobSummarySerializer(serializers.Serializer[dict[str, object]]):
     subState = serializers.CharField()
     executionType = serializers.ChoiceField(choices=["START", "STOP"])
     retries = serializers.IntegerField()
+    submissionTime = serializers.IntegerField()
     createdTime = nullable_int()
     launchedTime = nullable_int()
     completedTime = nullable_int()
@@ -56,6 +57,7 @@ class JobSummarySerializer(serializers.Serializer[dict[str, object]]):
     virtualCluster = serializers.CharField()
     totalGpuNumber = serializers.IntegerField()
     totalTaskNumber = serializers.IntegerField()
+    jobPriority = serializers.CharField()
     reason = serializers.CharField(allow_blank=True)
     tags = serializers.ListField(child=serializers.CharField())
 

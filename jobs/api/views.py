@@ -30,11 +30,16 @@ LIST_PARAMETERS = {
     "username": "users, comma-separated",
     "vc": "virtual clusters, comma-separated",
     "state": "job states, comma-separated",
-    "keyword": "part of the job or user name",
-    "tag": "a tag the jobs carry",
+    "keyword": "part of the job's name, its user's or its virtual cluster's",
+    "tagsContain": "tags, comma-separated: jobs carrying any of them",
+    "tagsNotContain": "tags, comma-separated: jobs carrying none of them",
+    "tag": "one tag the jobs carry (as tagsContain)",
+    "jobPriority": "priority classes (crit, prod, test, default, oppo) or integers",
     "offset": "jobs to skip",
-    "limit": "jobs in the page (1-1000, default 100)",
-    "order": "<field>[,ASC|DESC]",
+    "limit": "jobs in the page (0-1000, default 100; 0 with withTotalCount: the count only)",
+    "order": "<field>[,ASC|DESC] or -<field>: submissionTime, completionTime, jobName, "
+    "username, vc, state, retries, totalTaskNumber (taskCount), totalGpuNumber (gpuCount), "
+    "jobPriority",
     "withTotalCount": "true: answer {totalCount, data}",
 }
 

@@ -19,7 +19,9 @@ URL = "/api/v2/jobs/alice~hello"
 def failed_job(owner, name: str = "hello") -> Job:
     """A job whose one task failed with a Python ImportError quoted from its log."""
     job = job_with_tasks(owner, name)
-    log = "Traceback (most recent call last):\n  File t.py\nModuleNotFoundError: No module named x\n"
+    log = (
+        "Traceback (most recent call last):\n  File t.py\nModuleNotFoundError: No module named x\n"
+    )
     spec = exitspec.explain(1, "", log)
     assert spec is not None
     now = timezone.now()

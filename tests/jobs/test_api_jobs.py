@@ -80,7 +80,8 @@ def test_the_list_pages_and_counts(alice, jobs):
 @pytest.mark.parametrize(
     ("query", "field"),
     [
-        ("limit=0", "limit"),
+        ("limit=1001", "limit"),
+        ("limit=-1", "limit"),
         ("offset=x", "offset"),
         ("order=secret", "order"),
         ("state=NOPE", "state"),
