@@ -189,8 +189,8 @@ def _openpai_code(rule_id: str | None, exit_code: int | None, lines: list[str]) 
     if exit_code == 0 and rule_id is None:
         return 0
     mapping = _openpai_table()["rules"].get(rule_id or "") or {}
-    if mapping.get("signal"):
-        return exit_code if exit_code in _openpai_table()["codes"] else UNDEFINED_POSITIVE
+    if mapping.get("signal") and exit_code is not None:
+        return exit_code  # OpenPAI's own code for the signal, else the number as it is
     quoted = lines[-1] if lines else ""
     for refined in mapping.get("byLine", []):
         if re.search(refined["pattern"], quoted):
