@@ -49,7 +49,7 @@ def test_a_signal_openpai_has_no_code_for_keeps_its_number_with_the_fallbacks_ty
     assert spec is not None
     found = openpai_exit(spec.id, spec.exit_code, spec.lines)
     assert (found.code, found.phrase, found.type) == (
-        256,
+        138,
         "PAIRuntimeExitAbnormally",
         "PLATFORM_FAILURE",
     )
