@@ -65,12 +65,19 @@ class ExecutionTypeView(APIView):
         form = ExecutionTypeSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         if form.validated_data["value"] == "START":
+            # OpenPAI sets the framework's executionType to Start and answers 202: a job that
+            # waits or runs has started already, and a finished one is not run again (its
+            # framework stays completed), so nothing changes here either.
+            if job.is_final:
+                message = (
+                    f"execute job {job.name} successfully: it has finished ({job.state}) and "
+                    "is not run again; submit a clone to rerun it"
+                )
+            else:
+                message = f"execute job {job.name} successfully: it is started already"
             return Response(
-                {
-                    "code": "BadRequestError",
-                    "message": "value: a job starts when it is submitted; submit a clone to rerun",
-                },
-                status=status.HTTP_400_BAD_REQUEST,
+                {"status": status.HTTP_202_ACCEPTED, "message": message},
+                status=status.HTTP_202_ACCEPTED,
             )
         if not lifecycle.stop(job, request.user):
             job.refresh_from_db(fields=["state"])

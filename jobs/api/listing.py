@@ -59,10 +59,13 @@ def job_summary(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def job_filter(request: Request) -> JobFilter:
-    """The list's ``JobFilter`` on the jobs ``request.user`` may list; 400 naming each
-    parameter it refuses and the rule."""
-    job_filter = JobFilter(request.query_params, queryset=listable_jobs(request.user))
+def job_filter(request: Request, owner: str | None = None) -> JobFilter:
+    """The list's ``JobFilter`` on the jobs ``request.user`` may list (of ``owner`` only when
+    given: OpenPAI's v1 ``/user/<owner>/jobs``); 400 naming each parameter it refuses."""
+    params = request.query_params.copy()
+    if owner is not None:
+        params["username"] = owner
+    job_filter = JobFilter(params, queryset=listable_jobs(request.user))
     errors = filter_errors(job_filter)
     if errors:
         raise ValidationError(errors)
@@ -76,11 +79,11 @@ def page_of(request: Request) -> dict[str, Any]:
     return form.cleaned_data
 
 
-def list_jobs(request: Request) -> Any:
+def list_jobs(request: Request, owner: str | None = None) -> Any:
     page = page_of(request)
     offset = page["offset"] or 0
     limit = DEFAULT_LIMIT if page["limit"] is None else page["limit"]
-    jobs = job_filter(request).ordered()
+    jobs = job_filter(request, owner).ordered()
     rows = jobs.values(*SUMMARY_FIELDS)[offset : offset + limit] if limit else []
     data = [job_summary(row) for row in rows]
     if page["withTotalCount"] in ("true", "True", "1"):

@@ -62,8 +62,9 @@ class JobsView(APIView):
             **ERRORS,
         },
     )
-    def get(self, request: Request) -> Response:
-        return Response(list_jobs(request))
+    def get(self, request: Request, username: str | None = None) -> Response:
+        # ``username``: OpenPAI's v1 ``/api/v1/user/<user>/jobs`` (jobs.api.v1).
+        return Response(list_jobs(request, owner=username))
 
     @extend_schema(
         request={"text/yaml": OpenApiTypes.STR, "application/json": OpenApiTypes.OBJECT},
@@ -73,7 +74,13 @@ class JobsView(APIView):
         ],
         responses={202: SubmittedSerializer, 409: ErrorSerializer, **ERRORS},
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request, username: str | None = None) -> Response:
+        if username is not None and username != request.user.get_username():
+            message = f"{request.user.get_username()} may not submit jobs as {username}"
+            return Response(
+                {"code": "ForbiddenUserError", "message": message},
+                status=status.HTTP_403_FORBIDDEN,
+            )
         text = request.data
         try:
             job = lifecycle.submit(
