@@ -153,6 +153,11 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 2.0, minimum=0.1)
 # Pages say the scheduler is not running when no reconcile pass has ended for this long.
+# GET /api/v2/alerts (jobs.alerts): a job waiting longer than this, a task killed for memory
+# within the window, a node the capacity refresh (every 60 s) has not seen for this long.
+ALERT_JOB_WAITING_SECONDS = env_float("ALERT_JOB_WAITING_SECONDS", 3600.0, minimum=1.0)
+ALERT_WINDOW_SECONDS = env_float("ALERT_WINDOW_SECONDS", 24 * 3600.0, minimum=1.0)
+ALERT_NODE_SILENT_SECONDS = env_float("ALERT_NODE_SILENT_SECONDS", 600.0, minimum=1.0)
 # Like Slurm's PrivateData=jobs: when on, a user sees only their own jobs (lists, counts and
 # details; others' are 404); when off, any signed-in user sees the status summary of the jobs
 # they may list (config, logs, addresses and SSH stay the owner's and admins').
