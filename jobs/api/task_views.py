@@ -10,12 +10,13 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.registry import get_backend
-from jobs.access import job_for
+from jobs.access import job_for, job_view_for
 from jobs.api.schemas import ERRORS, MessageSerializer
 from jobs.models import Job, JobAttempt, Task
 from jobs.sshinfo import ssh_info, sshd_states
@@ -125,12 +126,22 @@ def save_tags(job: Job, tags: list[str]) -> None:
     job.save(update_fields=["tags", "updated_at"])
 
 
+def taggable_job(request: Request, username: str, name: str) -> Job:
+    """The job to tag: its owner's and admins'; OpenPAI answers 403 to another user who sees
+    it (one who does not gets 404, jobs.access)."""
+    seen = job_view_for(request.user, username, name)
+    if not seen.full:
+        who = request.user.get_username()
+        raise PermissionDenied(f"{who} may not change the tags of job {username}~{name}")
+    return job_for(request.user, username, name)
+
+
 class JobTagView(APIView):
     """``PUT`` adds a tag to the job, ``DELETE`` removes one (body ``{"value": "<tag>"}``)."""
 
     @extend_schema(request=TagSerializer, responses={200: MessageSerializer, **ERRORS})
     def put(self, request: Request, username: str, name: str) -> Response:
-        job = job_for(request.user, username, name)
+        job = taggable_job(request, username, name)
         form = TagSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         tag = form.validated_data["value"]
@@ -147,7 +158,7 @@ class JobTagView(APIView):
 
     @extend_schema(request=TagSerializer, responses={200: MessageSerializer, **ERRORS})
     def delete(self, request: Request, username: str, name: str) -> Response:
-        job = job_for(request.user, username, name)
+        job = taggable_job(request, username, name)
         form = TagSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         tag = form.validated_data["value"]

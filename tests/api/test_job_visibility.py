@@ -143,3 +143,10 @@ def test_jobs_private_leaves_admins_and_owners_as_they_were(job, alice, admin, s
         client_for(admin).get(URL).json()["taskRoles"]["main"]["taskStatuses"][0]["containerIp"]
         == "10.0.0.5"
     )
+
+
+@pytest.mark.parametrize("method", ["put", "delete"])
+def test_tagging_another_users_job_is_403_as_in_openpai(job, bob, method):
+    response = getattr(client_for(bob), method)(f"{URL}/tag", {"value": "x"}, format="json")
+    assert (response.status_code, response.json()["code"]) == (403, "ForbiddenUserError")
+    assert Job.objects.get(pk=job.pk).tags == []
