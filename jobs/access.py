@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -76,3 +77,19 @@ def job_view_for(user: AbstractBaseUser | AnonymousUser, username: str, name: st
     if job is None:
         raise Http404(f"no job {username}~{name}")
     return JobView(job, full=is_admin(user) or job.owner_id == user.pk)
+
+
+# What a job's reason may hold that is its owner's: a quoted log line (``— "..."``, as
+# jobs.runtime.observe.sentence writes it) and an address.
+QUOTED_LOG_LINE = re.compile(r' — "[^"\n]*"?')
+ADDRESS = re.compile(
+    r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"  # IPv4[:port]
+    r"|\b(?:[0-9a-fA-F]{1,4}:){4,7}[0-9a-fA-F]{1,4}\b"  # IPv6, not a time of day
+    r"|[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{1,4})*::(?:[0-9a-fA-F]{1,4}:?)*"  # IPv6 with ::
+)
+
+
+def summary_reason(text: str) -> str:
+    """A job's or task's reason as another user sees it: without the log line it quotes
+    and with addresses masked."""
+    return ADDRESS.sub("<address>", QUOTED_LOG_LINE.sub("", text))

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import lifecycle
-from jobs.access import is_admin, job_for, job_view_for, listable_jobs
+from jobs.access import is_admin, job_for, job_view_for, listable_jobs, summary_reason
 from jobs.api.schemas import (
     ERRORS,
     ErrorSerializer,
@@ -131,7 +131,11 @@ def attempt_detail(
         "appExitTriggerMessage": status["appExitTriggerMessage"],
         "appExitTriggerTaskRoleName": status["appExitTriggerTaskRoleName"],
         "appExitTriggerTaskIndex": status["appExitTriggerTaskIndex"],
-        "appExitDiagnostics": attempt.reason if attempt else job.reason,
+        "appExitDiagnostics": (
+            (attempt.reason if attempt else job.reason)
+            if full
+            else summary_reason(attempt.reason if attempt else job.reason)
+        ),
         "totalGpuNumber": job.gpu_count,
         "totalTaskNumber": job.task_count,
         "totalTaskRoleNumber": len(job.protocol["taskRoles"]),

@@ -14,6 +14,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.urls import reverse
 
+from jobs.access import summary_reason
 from jobs.exitspec import openpai_exit
 from jobs.models import Job, JobAttempt, Task
 from jobs.states import FINAL_JOB_STATES
@@ -165,7 +166,7 @@ def app_exit_spec(job: Job, tasks: list[Task], *, full: bool = True) -> dict[str
 
 
 def app_exit_messages(
-    job: Job, trigger: Task | None, spec: dict[str, Any] | None
+    job: Job, trigger: Task | None, spec: dict[str, Any] | None, reason: str
 ) -> dict[str, Any] | None:
     """OpenPAI's ``appExitMessages``: what the runtime said of the task that ended the job
     (its exit code, reason and the exit spec's explanation), and the launcher's diagnostics."""
@@ -181,7 +182,7 @@ def app_exit_messages(
             "reason": spec["reason"],
             "solution": spec["solution"],
         }
-    return {"container": None, "runtime": runtime, "launcher": job.reason or None}
+    return {"container": None, "runtime": runtime, "launcher": reason or None}
 
 
 def retry_details(job: Job) -> dict[str, int]:
@@ -208,6 +209,8 @@ def job_detail(
         roles[task.role]["taskStatuses"].append(status)
     trigger = exit_trigger(job, tasks)
     spec = app_exit_spec(job, tasks, full=full)
+    # Another user reads the reason without the log line it quotes and with addresses masked.
+    reason = job.reason if full else summary_reason(job.reason)
     return {
         "debugId": attempt.key if attempt else f"job-{job.pk}",
         "name": job.name,
@@ -233,15 +236,15 @@ def job_detail(
             "appLaunchedTime": epoch_ms(attempt.created_at) if attempt else None,
             "appCompletedTime": epoch_ms(attempt.completed_at) if attempt else None,
             "appExitCode": job.exit_code,
-            "appExitDiagnostics": job.reason,
+            "appExitDiagnostics": reason,
             "appExitSpec": spec,
-            "appExitMessages": app_exit_messages(job, trigger, spec),
+            "appExitMessages": app_exit_messages(job, trigger, spec, reason),
             "appExitTriggerMessage": spec["reason"] if spec else None,
             "appExitTriggerTaskRoleName": trigger.role if trigger else None,
             "appExitTriggerTaskIndex": trigger.index if trigger else None,
             "appExitType": spec["type"] if spec else None,
-            "reason": job.reason,
-            "waitingReason": job.reason if job.state == "WAITING" else None,
+            "reason": reason,
+            "waitingReason": reason if job.state == "WAITING" else None,
             "queuePosition": job.queue_position if job.state == "WAITING" else None,
             "jobPriority": job_priority(job.priority),
             "priority": job.priority,

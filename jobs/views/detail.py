@@ -7,7 +7,7 @@ from django.views.decorators.http import require_POST
 
 from clusters.registry import get_backend
 from jobs import lifecycle
-from jobs.access import job_for, job_view_for
+from jobs.access import job_for, job_view_for, summary_reason
 from jobs.models import Job, JobAttempt, Task
 from jobs.protocol import dump_yaml, mask_secrets
 from jobs.runtime.notes import runtime_notes
@@ -74,6 +74,7 @@ def summary_context(job: Job) -> dict[str, object]:
     tasks = list(attempt.tasks.order_by("role", "index")) if attempt else []
     return {
         "job": job,
+        "reason": summary_reason(job.reason),  # no quoted log line, addresses masked
         "attempt": attempt,
         "tasks": tasks,
         "roles": list(job.protocol["taskRoles"]),

@@ -21,7 +21,10 @@ SECRET = "s3cr3t-token-value"
 URL = "/api/v2/jobs/alice~hello"
 # What a non-owner's answer must not hold: the task's IP, its ports, its node, its pod, its log
 # URL, the job's key and its secret.
-PRIVATE = ("10.0.0.5", "22022", "8080", "node-7", "pod-1234", "/logs/", "ssh-ed25519", SECRET)
+PRIVATE = (
+    "10.0.0.5", "22022", "8080", "node-7", "pod-1234", "/logs/", "ssh-ed25519", SECRET,
+    "ValueError: bad",  # the log line the reason quotes
+)  # fmt: skip
 
 
 @pytest.fixture
@@ -40,7 +43,11 @@ def job(alice) -> Job:
         diagnostics="exited 1 on 10.0.0.5", exit_spec=spec.as_dict(), started_at=timezone.now(),
         completed_at=timezone.now(),
     )  # fmt: skip
-    Job.objects.filter(pk=job.pk).update(state="FAILED", exit_code=1, reason=spec.phrase)
+    reason = (
+        "task role 'main': 1 of 1 tasks failed (minFailedInstances 1); main-0 exited with code 1"
+        f' ({spec.phrase} — "{spec.quote}"; exited 1 on 10.0.0.5)'
+    )
+    Job.objects.filter(pk=job.pk).update(state="FAILED", exit_code=1, reason=reason)
     return Job.objects.get(pk=job.pk)
 
 
@@ -58,6 +65,9 @@ def test_another_user_reads_the_status_summary_of_a_job(job, bob):
     assert body["jobStatus"]["appExitCode"] == 1
     assert body["jobStatus"]["appExitSpec"]["phrase"] == "Python exception ValueError"
     assert body["jobStatus"]["submissionTime"] is not None
+    assert body["jobStatus"]["appExitDiagnostics"].endswith(
+        "(Python exception ValueError; exited 1 on <address>)"
+    )
     (task,) = body["taskRoles"]["main"]["taskStatuses"]
     assert (task["taskState"], task["containerExitCode"]) == ("FAILED", 1)
     assert task["completedTime"] is not None
