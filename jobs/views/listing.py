@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
 from clusters.models import VirtualCluster
-from jobs.access import listable_jobs
+from jobs.access import listable_jobs, summary_reason
 from jobs.filters import JobFilter, filter_errors
 from jobs.models import elapsed
 from jobs.states import FINAL_JOB_STATES, JobState
@@ -137,7 +137,7 @@ def list_row(row: dict[str, Any], viewer: Any, jobs_path: str) -> Row:
         owner=row["owner__username"],
         vc=row["virtual_cluster__name"],
         state=row["state"],
-        reason=row["reason"],
+        reason=row["reason"] if mine else summary_reason(row["reason"]),
         retries=row["retries"],
         tasks=row["task_count"],
         gpus=row["gpu_count"],

@@ -80,6 +80,13 @@ def test_the_summary_holds_no_ip_port_log_url_key_or_secret(job, bob):
             assert private not in text, (path, private)
 
 
+def test_the_job_list_gives_another_user_the_masked_reason(job, bob, alice):
+    (theirs,) = client_for(bob).get("/api/v2/jobs?username=alice").json()
+    assert "10.0.0.5" not in theirs["reason"] and "ValueError: bad" not in theirs["reason"]
+    (mine,) = client_for(alice).get("/api/v2/jobs?username=alice").json()
+    assert "10.0.0.5" in mine["reason"]
+
+
 def test_the_summary_leaves_out_log_lines_of_the_exit_spec(job, bob):
     spec = client_for(bob).get(URL).json()["jobStatus"]["appExitSpec"]
     assert spec["matchedLines"] == []
