@@ -36,10 +36,15 @@ def shape(r: Resources | Limit, ceiling: Limit | None = None) -> dict[str, Any]:
         return value if value is not None else (most or 0)
 
     gpus = r.gpus if r.gpus is not None else (top.gpus or {})
+    cpu, gpu = count(r.cpu, top.cpu), sum(gpus.values())
+    # OpenPAI's keys (cpu, memory, gpu) and those of its published contract (swagger.yaml:
+    # vCores, memory, GPUs), which clients written against that contract read.
     return {
-        "vCores": count(r.cpu, top.cpu),
+        "cpu": cpu,
         "memory": count(r.memory_mb, top.memory_mb),
-        "GPUs": sum(gpus.values()),
+        "gpu": gpu,
+        "vCores": cpu,
+        "GPUs": gpu,
         "gpuTypes": dict(sorted(gpus.items())),
     }
 

@@ -1,11 +1,24 @@
-"""Who may see a job: its owner and admins; to everyone else it does not exist (404)."""
+"""Who may see a job, and how much of it.
+
+* Its owner and admins see all of it: config, logs, addresses and ports, SSH, terminal.
+* Any other signed-in user sees the status summary (states, roles, task states, times, exit
+  codes and masked reasons) of the jobs they may list, as OpenPAI and Slurm's ``squeue`` show
+  every user's jobs; everything else of it is a 404 to them.
+* ``settings.JOBS_PRIVATE`` (Slurm's ``PrivateData=jobs``) hides other users' jobs entirely:
+  lists, counts and details show a user only their own.
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
+from clusters.models import VirtualCluster
 from jobs.models import Job
 
 
@@ -14,17 +27,18 @@ def is_admin(user: AbstractBaseUser | AnonymousUser) -> bool:
 
 
 def visible_jobs(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
+    """The jobs ``user`` sees whole: their own, or all for an admin."""
     jobs = Job.objects.all()
     return jobs if is_admin(user) else jobs.filter(owner_id=user.pk)
 
 
 def listable_jobs(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
-    """Jobs a user may see in lists: an admin all, others their own and those of the virtual
-    clusters they may use (name, user, state and resources only; details stay owner-only)."""
+    """Jobs a user may see in lists and as a status summary: an admin all, others their own
+    and those of the virtual clusters they may use (only their own with ``JOBS_PRIVATE``)."""
     if is_admin(user):
         return Job.objects.all()
-    from clusters.models import VirtualCluster
-
+    if settings.JOBS_PRIVATE:
+        return Job.objects.filter(owner_id=user.pk)
     # The ids first (a few rows): with a subquery PostgreSQL cannot tell how many jobs match,
     # and sorts them all instead of walking an index and stopping after a page.
     usable = list(VirtualCluster.objects.usable_by(user).values_list("id", flat=True))
@@ -32,7 +46,7 @@ def listable_jobs(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
 
 
 def job_for(user: AbstractBaseUser | AnonymousUser, username: str, name: str) -> Job:
-    """The job ``username~name`` when ``user`` may see it, else Http404."""
+    """The job ``username~name`` when ``user`` may see all of it, else Http404."""
     job = (
         visible_jobs(user)
         .select_related("owner", "virtual_cluster")
@@ -42,3 +56,40 @@ def job_for(user: AbstractBaseUser | AnonymousUser, username: str, name: str) ->
     if job is None:
         raise Http404(f"no job {username}~{name}")
     return job
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A job and whether its reader sees all of it (``full``) or only its status summary."""
+
+    job: Job
+    full: bool
+
+
+def job_view_for(user: AbstractBaseUser | AnonymousUser, username: str, name: str) -> JobView:
+    """The job ``username~name`` when ``user`` may at least list it, else Http404."""
+    job = (
+        listable_jobs(user)
+        .select_related("owner", "virtual_cluster")
+        .filter(owner__username=username, name=name)
+        .first()
+    )
+    if job is None:
+        raise Http404(f"no job {username}~{name}")
+    return JobView(job, full=is_admin(user) or job.owner_id == user.pk)
+
+
+# What a job's reason may hold that is its owner's: a quoted log line (``— "..."``, as
+# jobs.runtime.observe.sentence writes it) and an address.
+QUOTED_LOG_LINE = re.compile(r' — "[^"\n]*"?')
+ADDRESS = re.compile(
+    r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"  # IPv4[:port]
+    r"|\b(?:[0-9a-fA-F]{1,4}:){4,7}[0-9a-fA-F]{1,4}\b"  # IPv6, not a time of day
+    r"|[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{1,4})*::(?:[0-9a-fA-F]{1,4}:?)*"  # IPv6 with ::
+)
+
+
+def summary_reason(text: str) -> str:
+    """A job's or task's reason as another user sees it: without the log line it quotes
+    and with addresses masked."""
+    return ADDRESS.sub("<address>", QUOTED_LOG_LINE.sub("", text))

@@ -156,3 +156,56 @@ def explain(
 def _signal_values(code: int | None) -> dict[str, str]:
     sig = signal_of(code)
     return {"signal": str(sig.value), "signame": sig.name} if sig else {}
+
+
+# -- OpenPAI's codes for the same failures --------------------------------------------------
+
+OPENPAI_CODES_PATH = Path(__file__).with_name("openpai-exit-codes.yaml")
+UNRECOGNISED = 255  # OpenPAI: the user's command failed and its runtime could not tell why
+UNDEFINED_POSITIVE = 256
+UNDEFINED_NEGATIVE = -8000
+
+
+@dataclass(frozen=True)
+class OpenPAIExit:
+    """How OpenPAI's exit spec names a failure: its code, phrase, type (``USER_FAILURE``,
+    ``PLATFORM_FAILURE``, ...), stage, behavior and reaction."""
+
+    code: int
+    phrase: str
+    type: str
+    stage: str
+    behavior: str
+    reaction: str
+
+
+@cache
+def _openpai_table() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(OPENPAI_CODES_PATH.read_text())
+    return loaded
+
+
+def _openpai_code(rule_id: str | None, exit_code: int | None, lines: list[str]) -> int:
+    if exit_code == 0 and rule_id is None:
+        return 0
+    mapping = _openpai_table()["rules"].get(rule_id or "") or {}
+    if mapping.get("signal") and exit_code is not None:
+        return exit_code  # OpenPAI's own code for the signal, else the number as it is
+    quoted = lines[-1] if lines else ""
+    for refined in mapping.get("byLine", []):
+        if re.search(refined["pattern"], quoted):
+            return int(refined["code"])
+    return int(mapping.get("code", UNRECOGNISED))
+
+
+def openpai_exit(
+    rule_id: str | None, exit_code: int | None, lines: list[str] | None = None
+) -> OpenPAIExit:
+    """OpenPAI's code and type for the failure our rule ``rule_id`` explained (``explain``'s
+    ``id``); an undefined code keeps its own number with OpenPAI's fallback's type, as
+    OpenPAI's rest-server does."""
+    code = _openpai_code(rule_id, exit_code, lines or [])
+    codes = _openpai_table()["codes"]
+    fallback = UNDEFINED_POSITIVE if code > 0 else UNDEFINED_NEGATIVE
+    phrase, kind, stage, behavior, reaction = codes.get(code) or codes[fallback]
+    return OpenPAIExit(code, phrase, kind, stage, behavior, reaction)

@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Redoc served from here: /api/docs/ works without internet
     "channels",
@@ -108,7 +109,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    # OpenPAI's rule (its user API's schema): a password of at least 6 characters.
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 6},
+    },
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "jobs:list"
@@ -148,6 +153,15 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 2.0, minimum=0.1)
 # Pages say the scheduler is not running when no reconcile pass has ended for this long.
+# GET /api/v2/alerts (jobs.alerts): a job waiting longer than this, a task killed for memory
+# within the window, a node the capacity refresh (every 60 s) has not seen for this long.
+ALERT_JOB_WAITING_SECONDS = env_float("ALERT_JOB_WAITING_SECONDS", 3600.0, minimum=1.0)
+ALERT_WINDOW_SECONDS = env_float("ALERT_WINDOW_SECONDS", 24 * 3600.0, minimum=1.0)
+ALERT_NODE_SILENT_SECONDS = env_float("ALERT_NODE_SILENT_SECONDS", 600.0, minimum=1.0)
+# Like Slurm's PrivateData=jobs: when on, a user sees only their own jobs (lists, counts and
+# details; others' are 404); when off, any signed-in user sees the status summary of the jobs
+# they may list (config, logs, addresses and SSH stay the owner's and admins').
+JOBS_PRIVATE = env_bool("JOBS_PRIVATE", False)
 SCHEDULER_LATE_SECONDS = env_float(
     "SCHEDULER_LATE_SECONDS", max(30.0, 10 * RECONCILE_INTERVAL_SECONDS), minimum=1.0
 )

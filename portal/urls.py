@@ -37,6 +37,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("jobs/", include("jobs.urls")),
     path("api/v1/", include(api_auth)),
+    path("api/v1/", include("jobs.api.v1_urls")),
     path("api/v2/", include(api_auth)),
     path("api/v2/", include(api_accounts)),
     path("api/v2/", include("portal.accounts.api_urls")),

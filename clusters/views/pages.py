@@ -11,7 +11,7 @@ from django.shortcuts import render
 
 from clusters.models import VirtualCluster
 from clusters.overview import overview
-from jobs.models import Job
+from jobs.access import listable_jobs
 from jobs.states import JobState
 
 
@@ -29,7 +29,8 @@ def vc_detail(request: HttpRequest, name: str) -> HttpResponse:
     if not views or not views[0].vc.usable_by(request.user):
         raise Http404(f"no virtual cluster {name}")
     view = views[0]
-    jobs = Job.objects.filter(virtual_cluster=view.vc).select_related("owner")
+    # The jobs this user may list (only their own with JOBS_PRIVATE, jobs.access).
+    jobs = listable_jobs(request.user).filter(virtual_cluster=view.vc).select_related("owner")
     jobs = jobs.defer("protocol", "submitted_text")
     queue = jobs.filter(state=JobState.WAITING).order_by(
         "queue_position", "-priority", "created_at", "id"

@@ -8,7 +8,7 @@ from django.db import DatabaseError, connection
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import lifecycle
-from jobs.access import is_admin, job_for, listable_jobs
+from jobs.access import is_admin, job_for, job_view_for, listable_jobs, summary_reason
 from jobs.api.schemas import (
     ERRORS,
     ErrorSerializer,
@@ -25,7 +25,7 @@ from jobs.api.schemas import (
     JobEventsSerializer,
     MessageSerializer,
 )
-from jobs.api.serializers import epoch_ms, job_detail
+from jobs.api.serializers import api_base_url, epoch_ms, job_detail
 from jobs.models import Job, JobAttempt
 from jobs.protocol import dump_yaml, mask_secrets
 
@@ -65,12 +65,19 @@ class ExecutionTypeView(APIView):
         form = ExecutionTypeSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         if form.validated_data["value"] == "START":
+            # OpenPAI sets the framework's executionType to Start and answers 202: a job that
+            # waits or runs has started already, and a finished one is not run again (its
+            # framework stays completed), so nothing changes here either.
+            if job.is_final:
+                message = (
+                    f"execute job {job.name} successfully: it has finished ({job.state}) and "
+                    "is not run again; submit a clone to rerun it"
+                )
+            else:
+                message = f"execute job {job.name} successfully: it is started already"
             return Response(
-                {
-                    "code": "BadRequestError",
-                    "message": "value: a job starts when it is submitted; submit a clone to rerun",
-                },
-                status=status.HTTP_400_BAD_REQUEST,
+                {"status": status.HTTP_202_ACCEPTED, "message": message},
+                status=status.HTTP_202_ACCEPTED,
             )
         if not lifecycle.stop(job, request.user):
             job.refresh_from_db(fields=["state"])
@@ -94,11 +101,18 @@ def pending_attempt(job: Job, attempts: list[JobAttempt]) -> int | None:
 
 
 def attempt_detail(
-    job: Job, attempt: JobAttempt | None, latest: int, number: int | None = None
+    job: Job,
+    attempt: JobAttempt | None,
+    latest: int,
+    number: int | None = None,
+    *,
+    full: bool = True,
+    base_url: str = "",
 ) -> dict[str, Any]:
     """One attempt in OpenPAI's shape; ``attempt`` None is the pending attempt ``number``."""
     tasks = list(attempt.tasks.all()) if attempt else []
-    detail = job_detail(job, attempt, tasks)
+    detail = job_detail(job, attempt, tasks, full=full, base_url=base_url)
+    status = detail["jobStatus"]
     return {
         "jobName": job.name,
         "userName": job.owner.username,
@@ -110,7 +124,18 @@ def attempt_detail(
         "attemptStartedTime": epoch_ms(attempt.created_at) if attempt else None,
         "attemptCompletedTime": epoch_ms(attempt.completed_at) if attempt else None,
         "exitCode": attempt.exit_code if attempt else None,
-        "appExitDiagnostics": attempt.reason if attempt else job.reason,
+        "exitPhrase": status["appExitSpec"]["phrase"] if status["appExitSpec"] else None,
+        "exitType": status["appExitType"],
+        "appExitSpec": status["appExitSpec"],
+        "appExitMessages": status["appExitMessages"],
+        "appExitTriggerMessage": status["appExitTriggerMessage"],
+        "appExitTriggerTaskRoleName": status["appExitTriggerTaskRoleName"],
+        "appExitTriggerTaskIndex": status["appExitTriggerTaskIndex"],
+        "appExitDiagnostics": (
+            (attempt.reason if attempt else job.reason)
+            if full
+            else summary_reason(attempt.reason if attempt else job.reason)
+        ),
         "totalGpuNumber": job.gpu_count,
         "totalTaskNumber": job.task_count,
         "totalTaskRoleNumber": len(job.protocol["taskRoles"]),
@@ -125,19 +150,21 @@ class JobAttemptsView(APIView):
 
     @extend_schema(responses={200: JobAttemptSerializer(many=True), **ERRORS})
     def get(self, request: Request, username: str, name: str, attempt: int | None = None) -> Any:
-        job = job_for(request.user, username, name)
+        seen = job_view_for(request.user, username, name)
+        job = seen.job
+        shown = {"full": seen.full, "base_url": api_base_url(request)}
         attempts = list(JobAttempt.objects.filter(job=job).prefetch_related("tasks"))
         pending = pending_attempt(job, attempts)
         latest = max((a.number for a in attempts), default=-1) if pending is None else pending
         if attempt is None:
-            listed = [attempt_detail(job, a, latest) for a in attempts]
+            listed = [attempt_detail(job, a, latest, **shown) for a in attempts]
             if pending is not None:
-                listed.append(attempt_detail(job, None, latest, pending))
+                listed.append(attempt_detail(job, None, latest, pending, **shown))
             return Response(listed)
         if attempt == pending:
-            return Response(attempt_detail(job, None, latest, pending))
+            return Response(attempt_detail(job, None, latest, pending, **shown))
         chosen = get_object_or_404(JobAttempt.objects.filter(job=job), number=attempt)
-        return Response(attempt_detail(job, chosen, latest))
+        return Response(attempt_detail(job, chosen, latest, **shown))
 
 
 class JobAttemptsHealthView(APIView):
@@ -158,21 +185,57 @@ class JobAttemptsHealthView(APIView):
         return Response({"isHealthy": True, "message": "ok"})
 
 
-class JobEventsView(APIView):
-    """What happened to the job and its tasks, oldest first, including why it waits."""
+WARNING_KINDS = {"warning", "preempted"}
+EVENT_TYPES = ("Normal", "Warning")
 
-    @extend_schema(responses={200: JobEventsSerializer, **ERRORS})
+
+def event_type(kind: str, message: str) -> str:
+    """OpenPAI's (Kubernetes') event ``type``: Warning for what went wrong, else Normal."""
+    failed = message.startswith(("failed", "FAILED")) or " failed" in message
+    return "Warning" if kind in WARNING_KINDS or failed else "Normal"
+
+
+def openpai_event(job: Job, event: dict[str, Any], uid: str) -> dict[str, Any]:
+    """One event in OpenPAI's shape (its job events come from Kubernetes), with ours kept."""
+    role, _, index = str(event["task"]).rpartition("-")
+    return {
+        **event,
+        "uid": uid,
+        "frameworkName": f"{job.owner.username}~{job.name}",
+        "taskroleName": role or None,
+        "taskIndex": int(index) if index.isdigit() else None,
+        "type": event_type(event["kind"], event["message"]),
+        "reason": event["kind"],
+        "firstTimestamp": event["time"],
+        "lastTimestamp": event["time"],
+        "count": 1,
+        "sourceComponent": "portal",
+    }
+
+
+class JobEventsView(APIView):
+    """What happened to the job and its tasks, oldest first, including why it waits, as
+    OpenPAI answers it: ``{totalCount, data}``; ``type=Normal|Warning`` keeps one type."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("type", OpenApiTypes.STR, enum=EVENT_TYPES)],
+        responses={200: JobEventsSerializer, **ERRORS},
+    )
     def get(self, request: Request, username: str, name: str) -> Response:
         job = job_for(request.user, username, name)
-        events = [event.as_dict() for event in job.events.all()]
-        if job.state == "WAITING":
-            events.append(
-                {
-                    "time": None,
-                    "attempt": None,
-                    "task": "",
-                    "kind": "waiting",
-                    "message": job.reason,
-                }
+        wanted = request.query_params.get("type")
+        if wanted is not None and wanted not in EVENT_TYPES:
+            raise serializers.ValidationError(
+                {"type": f"must be Normal or Warning, got {wanted!r}"}
             )
-        return Response({"name": job.name, "state": job.state, "events": events})
+        events = [
+            openpai_event(job, event.as_dict(), f"event-{event.pk}") for event in job.events.all()
+        ]
+        if job.state == "WAITING":
+            waiting = {"time": None, "attempt": None, "task": "", "kind": "waiting"}
+            events.append(openpai_event(job, {**waiting, "message": job.reason}, "waiting"))
+        if wanted:
+            events = [e for e in events if e["type"] == wanted]
+        return Response(
+            {"name": job.name, "state": job.state, "totalCount": len(events), "data": events}
+        )

@@ -49,6 +49,7 @@ class JobSummarySerializer(serializers.Serializer[dict[str, object]]):
     subState = serializers.CharField()
     executionType = serializers.ChoiceField(choices=["START", "STOP"])
     retries = serializers.IntegerField()
+    submissionTime = serializers.IntegerField()
     createdTime = nullable_int()
     launchedTime = nullable_int()
     completedTime = nullable_int()
@@ -56,6 +57,7 @@ class JobSummarySerializer(serializers.Serializer[dict[str, object]]):
     virtualCluster = serializers.CharField()
     totalGpuNumber = serializers.IntegerField()
     totalTaskNumber = serializers.IntegerField()
+    jobPriority = serializers.CharField()
     reason = serializers.CharField(allow_blank=True)
     tags = serializers.ListField(child=serializers.CharField())
 
@@ -65,17 +67,43 @@ class JobPageSerializer(serializers.Serializer[dict[str, object]]):
     data = JobSummarySerializer(many=True)
 
 
+def summary_null(help_text: str = "") -> dict[str, object]:
+    text = "null for a reader who is not the job's owner or an admin"
+    return {"allow_null": True, "help_text": f"{help_text}; {text}" if help_text else text}
+
+
+class ExitSpecSerializer(serializers.Serializer[dict[str, object]]):
+    code = serializers.IntegerField(help_text="OpenPAI's exit code for this failure")
+    originalCode = nullable_int()
+    phrase = serializers.CharField()
+    openpaiPhrase = serializers.CharField()
+    type = serializers.CharField(help_text="OpenPAI's type: USER_FAILURE, PLATFORM_FAILURE, ...")
+    stage = serializers.CharField()
+    behavior = serializers.CharField()
+    reaction = serializers.CharField()
+    reason = serializers.CharField(allow_null=True)
+    portalType = serializers.CharField(allow_null=True, help_text="ours: user/platform/resource")
+    solution = serializers.ListField(child=serializers.CharField())
+    matchedLines = serializers.ListField(child=serializers.CharField())
+
+
 class TaskStatusSerializer(serializers.Serializer[dict[str, object]]):
     taskIndex = serializers.IntegerField()
+    taskUid = serializers.CharField()
     taskState = serializers.CharField()
-    containerId = serializers.CharField(allow_blank=True)
-    containerIp = serializers.CharField(allow_blank=True)
+    containerId = serializers.CharField(allow_blank=True, **summary_null())
+    containerIp = serializers.CharField(allow_blank=True, **summary_null())
     containerPorts = serializers.DictField(child=serializers.CharField())
-    containerNodeName = serializers.CharField(allow_blank=True)
+    containerGpus = serializers.CharField(allow_null=True, help_text="a bit per GPU index")
+    containerLog = serializers.CharField(
+        allow_blank=True, help_text="the URL of the task's stdout; empty for a summary reader"
+    )
+    containerNodeName = serializers.CharField(allow_blank=True, **summary_null())
     containerExitCode = nullable_int()
-    containerExitDiagnostics = serializers.CharField(allow_blank=True)
-    containerExitSpec = serializers.DictField(allow_null=True)
+    containerExitDiagnostics = serializers.CharField(allow_blank=True, **summary_null())
+    containerExitSpec = ExitSpecSerializer(allow_null=True)
     retries = serializers.IntegerField()
+    accountableRetries = serializers.IntegerField()
     createdTime = nullable_int()
     launchedTime = nullable_int()
     completedTime = nullable_int()
@@ -90,22 +118,53 @@ class TaskRoleSerializer(serializers.Serializer[dict[str, object]]):
     taskStatuses = TaskStatusSerializer(many=True)
 
 
+class RetryDetailsSerializer(serializers.Serializer[dict[str, object]]):
+    user = serializers.IntegerField()
+    platform = serializers.IntegerField()
+    resource = serializers.IntegerField()
+
+
+class AppExitSpecSerializer(ExitSpecSerializer):
+    taskRole = serializers.CharField()
+    taskIndex = serializers.IntegerField()
+
+
+class AppExitMessagesSerializer(serializers.Serializer[dict[str, object]]):
+    container = serializers.CharField(allow_null=True)
+    runtime = serializers.DictField(allow_null=True)
+    launcher = serializers.CharField(allow_null=True)
+
+
 class JobStatusSerializer(serializers.Serializer[dict[str, object]]):
     username = serializers.CharField()
     state = serializers.CharField()
     subState = serializers.CharField()
+    attemptState = serializers.CharField()
     executionType = serializers.ChoiceField(choices=["START", "STOP"])
     virtualCluster = serializers.CharField()
     retries = serializers.IntegerField()
+    retryDetails = RetryDetailsSerializer()
+    retryDelayTime = nullable_int()
     attemptIndex = nullable_int()
+    submissionTime = serializers.IntegerField()
     createdTime = nullable_int()
     launchedTime = nullable_int()
     completedTime = nullable_int()
+    appId = serializers.CharField(allow_blank=True)
+    appProgress = serializers.IntegerField()
+    appTrackingUrl = serializers.CharField(allow_blank=True)
+    appCreatedTime = nullable_int()
     appLaunchedTime = nullable_int()
     appCompletedTime = nullable_int()
     appExitCode = nullable_int()
     appExitDiagnostics = serializers.CharField(allow_blank=True)
-    appExitSpec = serializers.DictField(allow_null=True)
+    appExitSpec = AppExitSpecSerializer(allow_null=True)
+    appExitMessages = AppExitMessagesSerializer(allow_null=True)
+    appExitTriggerMessage = serializers.CharField(allow_null=True)
+    appExitTriggerTaskRoleName = serializers.CharField(allow_null=True)
+    appExitTriggerTaskIndex = nullable_int()
+    appExitType = serializers.CharField(allow_null=True)
+    jobPriority = serializers.CharField(help_text="HiveD's class name (crit, prod, test, ...)")
     reason = serializers.CharField(allow_blank=True)
     waitingReason = serializers.CharField(allow_null=True, allow_blank=True)
     queuePosition = nullable_int()
@@ -113,11 +172,13 @@ class JobStatusSerializer(serializers.Serializer[dict[str, object]]):
     opportunistic = serializers.BooleanField()
     preemptible = serializers.BooleanField()
     totalTaskNumber = serializers.IntegerField()
+    totalTaskRoleNumber = serializers.IntegerField()
     totalGpuNumber = serializers.IntegerField()
     tags = serializers.ListField(child=serializers.CharField())
 
 
 class JobDetailSerializer(serializers.Serializer[dict[str, object]]):
+    debugId = serializers.CharField()
     name = serializers.CharField()
     jobStatus = JobStatusSerializer()
     taskRoles = serializers.DictField(child=TaskRoleSerializer())
@@ -133,6 +194,13 @@ class JobAttemptSerializer(serializers.Serializer[dict[str, object]]):
     attemptStartedTime = nullable_int()
     attemptCompletedTime = nullable_int()
     exitCode = nullable_int()
+    exitPhrase = serializers.CharField(allow_null=True)
+    exitType = serializers.CharField(allow_null=True)
+    appExitSpec = AppExitSpecSerializer(allow_null=True)
+    appExitMessages = AppExitMessagesSerializer(allow_null=True)
+    appExitTriggerMessage = serializers.CharField(allow_null=True)
+    appExitTriggerTaskRoleName = serializers.CharField(allow_null=True)
+    appExitTriggerTaskIndex = nullable_int()
     appExitDiagnostics = serializers.CharField(allow_blank=True)
     totalGpuNumber = serializers.IntegerField()
     totalTaskNumber = serializers.IntegerField()
@@ -147,20 +215,33 @@ class HealthSerializer(serializers.Serializer[dict[str, object]]):
 
 
 class EventSerializer(serializers.Serializer[dict[str, object]]):
+    uid = serializers.CharField()
+    frameworkName = serializers.CharField()
+    taskroleName = serializers.CharField(allow_null=True)
+    taskIndex = nullable_int()
+    type = serializers.ChoiceField(choices=["Normal", "Warning"])
+    reason = serializers.CharField()
+    message = serializers.CharField(allow_blank=True)
+    firstTimestamp = serializers.CharField(allow_null=True)
+    lastTimestamp = serializers.CharField(allow_null=True)
+    count = serializers.IntegerField()
+    sourceComponent = serializers.CharField()
     time = serializers.CharField(allow_null=True)
     attempt = nullable_int()
     task = serializers.CharField(allow_blank=True)
     kind = serializers.CharField()
-    message = serializers.CharField(allow_blank=True)
 
 
 class JobEventsSerializer(serializers.Serializer[dict[str, object]]):
     name = serializers.CharField()
     state = serializers.CharField()
-    events = EventSerializer(many=True)
+    totalCount = serializers.IntegerField()
+    data = EventSerializer(many=True)
 
 
 class ResourcesSerializer(serializers.Serializer[dict[str, object]]):
+    cpu = nullable_int()
+    gpu = nullable_int()
     vCores = nullable_int()
     memory = nullable_int()
     GPUs = nullable_int()

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.registry import get_backend
-from jobs.access import job_for
+from jobs.access import job_for, job_view_for
 from jobs.api.schemas import ERRORS, MessageSerializer
 from jobs.models import Job, JobAttempt, Task
 from jobs.sshinfo import ssh_info, sshd_states
@@ -38,7 +42,25 @@ class TaskSshSerializer(serializers.Serializer[dict[str, object]]):
     sshdNote = serializers.CharField(help_text="why nobody can ssh in (empty when one can)")
 
 
+class SshContainerSerializer(serializers.Serializer[dict[str, object]]):
+    id = serializers.CharField(help_text="the task, <role>-<index>")
+    sshIp = serializers.CharField(allow_null=True)
+    sshPort = serializers.CharField(allow_null=True)
+
+
+class KeyPairSerializer(serializers.Serializer[dict[str, object]]):
+    folderPath = serializers.CharField()
+    publicKeyFileName = serializers.CharField()
+    privateKeyFileName = serializers.CharField()
+    privateKeyDirectDownloadLink = serializers.CharField(
+        allow_null=True, help_text="the private key's download, for the job's owner only"
+    )
+    publicKey = serializers.CharField(allow_null=True)
+
+
 class SshInfoSerializer(serializers.Serializer[dict[str, object]]):
+    containers = SshContainerSerializer(many=True)
+    keyPair = KeyPairSerializer()
     keyPairName = serializers.CharField()
     keyFingerprint = serializers.CharField(allow_null=True)
     publicKey = serializers.CharField(allow_null=True)
@@ -55,7 +77,32 @@ class JobSshView(APIView):
         job = job_for(request.user, username, name)
         attempt = JobAttempt.objects.filter(job=job).order_by("-number").first()
         tasks = list(attempt.tasks.all()) if attempt else []
-        return Response(ssh_info(job, tasks, sshd_states(job, tasks, get_backend())))
+        info = ssh_info(job, tasks, sshd_states(job, tasks, get_backend()))
+        return Response({**openpai_ssh(request, job, info), **info})
+
+
+def openpai_ssh(request: Request, job: Job, info: dict[str, Any]) -> dict[str, Any]:
+    """OpenPAI's ``containers`` and ``keyPair``: the private key itself is never in the
+    answer; its owner gets the link that downloads it (jobs.views.sshkey, owner only)."""
+    owner = job.owner_id == request.user.pk and bool(job.ssh_private_key)
+    link = reverse("jobs:ssh-key", kwargs={"username": job.owner.username, "name": job.name})
+    return {
+        "containers": [
+            {
+                "id": f"{t['taskRole']}-{t['taskIndex']}",
+                "sshIp": t["containerIp"],
+                "sshPort": None if t["containerSshPort"] is None else str(t["containerSshPort"]),
+            }
+            for t in info["tasks"]
+        ],
+        "keyPair": {
+            "folderPath": link.rstrip("/"),
+            "publicKeyFileName": f"{info['keyPairName']}.pub",
+            "privateKeyFileName": info["keyPairName"],
+            "privateKeyDirectDownloadLink": request.build_absolute_uri(link) if owner else None,
+            "publicKey": info["publicKey"],
+        },
+    }
 
 
 class TagSerializer(serializers.Serializer[dict[str, str]]):
@@ -79,12 +126,22 @@ def save_tags(job: Job, tags: list[str]) -> None:
     job.save(update_fields=["tags", "updated_at"])
 
 
+def taggable_job(request: Request, username: str, name: str) -> Job:
+    """The job to tag: its owner's and admins'; OpenPAI answers 403 to another user who sees
+    it (one who does not gets 404, jobs.access)."""
+    seen = job_view_for(request.user, username, name)
+    if not seen.full:
+        who = request.user.get_username()
+        raise PermissionDenied(f"{who} may not change the tags of job {username}~{name}")
+    return job_for(request.user, username, name)
+
+
 class JobTagView(APIView):
     """``PUT`` adds a tag to the job, ``DELETE`` removes one (body ``{"value": "<tag>"}``)."""
 
     @extend_schema(request=TagSerializer, responses={200: MessageSerializer, **ERRORS})
     def put(self, request: Request, username: str, name: str) -> Response:
-        job = job_for(request.user, username, name)
+        job = taggable_job(request, username, name)
         form = TagSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         tag = form.validated_data["value"]
@@ -101,7 +158,7 @@ class JobTagView(APIView):
 
     @extend_schema(request=TagSerializer, responses={200: MessageSerializer, **ERRORS})
     def delete(self, request: Request, username: str, name: str) -> Response:
-        job = job_for(request.user, username, name)
+        job = taggable_job(request, username, name)
         form = TagSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         tag = form.validated_data["value"]

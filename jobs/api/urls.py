@@ -7,6 +7,7 @@ from jobs.api.actions import (
     JobConfigView,
     JobEventsView,
 )
+from jobs.api.cluster_views import AlertsView, PodsView
 from jobs.api.task_views import JobSshView, JobTagView, TaskLogView
 from jobs.api.views import JobDetailView, JobSchemaView, JobsView
 
@@ -40,4 +41,8 @@ urlpatterns += [
         TaskLogView.as_view(),
         name="api-task-log",
     ),
+]
+urlpatterns += [
+    path("kubernetes/pods", PodsView.as_view(), name="api-k8s-pods"),
+    path("alerts", AlertsView.as_view(), name="api-alerts"),
 ]

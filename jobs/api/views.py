@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import lifecycle
-from jobs.access import job_for
+from jobs.access import job_view_for
 from jobs.api.actions import pending_attempt
 from jobs.api.listing import list_jobs
 from jobs.api.parsers import JobTextParser
@@ -22,7 +22,7 @@ from jobs.api.schemas import (
     JobSummarySerializer,
     SubmittedSerializer,
 )
-from jobs.api.serializers import job_detail
+from jobs.api.serializers import api_base_url, job_detail
 from jobs.models import JobAttempt
 from jobs.protocol import json_schema
 
@@ -30,11 +30,16 @@ LIST_PARAMETERS = {
     "username": "users, comma-separated",
     "vc": "virtual clusters, comma-separated",
     "state": "job states, comma-separated",
-    "keyword": "part of the job or user name",
-    "tag": "a tag the jobs carry",
+    "keyword": "part of the job's name, its user's or its virtual cluster's",
+    "tagsContain": "tags, comma-separated: jobs carrying any of them",
+    "tagsNotContain": "tags, comma-separated: jobs carrying none of them",
+    "tag": "one tag the jobs carry (as tagsContain)",
+    "jobPriority": "priority classes (crit, prod, test, default, oppo) or integers",
     "offset": "jobs to skip",
-    "limit": "jobs in the page (1-1000, default 100)",
-    "order": "<field>[,ASC|DESC]",
+    "limit": "jobs in the page (0-1000, default 100; 0 with withTotalCount: the count only)",
+    "order": "<field>[,ASC|DESC] or -<field>: submissionTime, completionTime, jobName, "
+    "username, vc, state, retries, totalTaskNumber (taskCount), totalGpuNumber (gpuCount), "
+    "jobPriority",
     "withTotalCount": "true: answer {totalCount, data}",
 }
 
@@ -57,8 +62,9 @@ class JobsView(APIView):
             **ERRORS,
         },
     )
-    def get(self, request: Request) -> Response:
-        return Response(list_jobs(request))
+    def get(self, request: Request, username: str | None = None) -> Response:
+        # ``username``: OpenPAI's v1 ``/api/v1/user/<user>/jobs`` (jobs.api.v1).
+        return Response(list_jobs(request, owner=username))
 
     @extend_schema(
         request={"text/yaml": OpenApiTypes.STR, "application/json": OpenApiTypes.OBJECT},
@@ -68,7 +74,13 @@ class JobsView(APIView):
         ],
         responses={202: SubmittedSerializer, 409: ErrorSerializer, **ERRORS},
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request, username: str | None = None) -> Response:
+        if username is not None and username != request.user.get_username():
+            message = f"{request.user.get_username()} may not submit jobs as {username}"
+            return Response(
+                {"code": "ForbiddenUserError", "message": message},
+                status=status.HTTP_403_FORBIDDEN,
+            )
         text = request.data
         try:
             job = lifecycle.submit(
@@ -107,7 +119,8 @@ class JobDetailView(APIView):
     def get(
         self, request: Request, username: str, name: str, attempt: int | None = None
     ) -> Response:
-        job = job_for(request.user, username, name)
+        seen = job_view_for(request.user, username, name)
+        job = seen.job
         attempts = JobAttempt.objects.filter(job=job)
         current = attempts.order_by("-number").first()
         if attempt is not None:
@@ -116,7 +129,8 @@ class JobDetailView(APIView):
             else:
                 current = get_object_or_404(attempts, number=attempt)
         tasks = list(current.tasks.all()) if current else []
-        return Response(job_detail(job, current, tasks))
+        base_url = api_base_url(request)
+        return Response(job_detail(job, current, tasks, full=seen.full, base_url=base_url))
 
 
 class JobSchemaView(APIView):

@@ -7,7 +7,7 @@ from django.views.decorators.http import require_POST
 
 from clusters.registry import get_backend
 from jobs import lifecycle
-from jobs.access import job_for
+from jobs.access import job_for, job_view_for, summary_reason
 from jobs.models import Job, JobAttempt, Task
 from jobs.protocol import dump_yaml, mask_secrets
 from jobs.runtime.notes import runtime_notes
@@ -67,9 +67,26 @@ def tail_logs(tasks: list[Task], job: Job) -> list[Task]:
     return chosen
 
 
+def summary_context(job: Job) -> dict[str, object]:
+    """What any user who may list the job sees (jobs.access): states, roles, tasks' states,
+    times, exit codes and phrases, the job's reason; no address, port, log or config."""
+    attempt = JobAttempt.objects.filter(job=job).order_by("-number").first()
+    tasks = list(attempt.tasks.order_by("role", "index")) if attempt else []
+    return {
+        "job": job,
+        "reason": summary_reason(job.reason),  # no quoted log line, addresses masked
+        "attempt": attempt,
+        "tasks": tasks,
+        "roles": list(job.protocol["taskRoles"]),
+    }
+
+
 @login_required
 def job_detail(request: HttpRequest, username: str, name: str) -> HttpResponse:
-    job = job_for(request.user, username, name)
+    seen = job_view_for(request.user, username, name)
+    if not seen.full:
+        return render(request, "jobs/summary.html", summary_context(seen.job))
+    job = seen.job
     context = live_context(request, job)
     context["config"] = dump_yaml(mask_secrets(job.protocol))
     context["backend_name"] = get_backend().name

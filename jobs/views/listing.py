@@ -8,9 +8,6 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
-from django.db.models import F, QuerySet
-from django.db.models.functions import Coalesce, Now
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -18,26 +15,25 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
 from clusters.models import VirtualCluster
-from jobs.access import listable_jobs
-from jobs.models import Job, elapsed
+from jobs.access import listable_jobs, summary_reason
+from jobs.filters import JobFilter, filter_errors
+from jobs.models import elapsed
 from jobs.states import FINAL_JOB_STATES, JobState
 
 PAGE_SIZES = (25, 50, 100)
 STOPPABLE = {JobState.WAITING, JobState.RUNNING}
-# Sort keys shown in the header -> the columns they order by (``id`` breaks ties; "submitted"
-# is the id order, which is the order of ``created_at`` and walks the primary key index).
-SORTS = {
-    "submitted": ("id",),
-    "name": ("name", "id"),
-    "user": ("owner__username", "id"),
-    "vc": ("virtual_cluster__name", "id"),
-    "state": ("state", "id"),
-    "retries": ("retries", "id"),
-    "tasks": ("task_count", "id"),
-    "gpus": ("gpu_count", "id"),
-    "duration": ("duration", "id"),
+# The page's sort keys -> OpenPAI's order fields (jobs.filters, shared with the API).
+ORDER_OF_SORT = {
+    "submitted": "id",
+    "name": "jobName",
+    "user": "username",
+    "vc": "vc",
+    "state": "state",
+    "retries": "retries",
+    "tasks": "totalTaskNumber",
+    "gpus": "totalGpuNumber",
+    "duration": "duration",
 }
-NULLABLE = {"duration"}
 COLUMNS = [
     ("name", "Name"), ("submitted", "Submitted"), ("user", "User"), ("duration", "Duration"),
     ("vc", "Virtual cluster"), ("retries", "Retries"), ("tasks", "Tasks"), ("gpus", "GPUs"),
@@ -71,43 +67,35 @@ def filters_of(request: HttpRequest) -> Filters:
     sort = get.get("sort", "submitted")
     size = positive(get.get("size"), PAGE_SIZES[0])
     return Filters(
-        state=get.get("state", "") if get.get("state") in JobState.values else "",
-        user=get.get("user", request.user.get_username()).strip(),
-        vc=get.get("vc", "").strip(),
+        state=get.get("state", "").strip()[:100],
+        user=get.get("user", request.user.get_username()).strip()[:1000],
+        vc=get.get("vc", "").strip()[:1000],
         q=get.get("q", "").strip()[:100],
-        sort=sort if sort in SORTS else "submitted",
+        sort=sort if sort in ORDER_OF_SORT else "submitted",
         desc=get.get("dir", "desc" if sort == "submitted" else "asc") == "desc",
         page=positive(get.get("page"), 1),
         size=size if size in PAGE_SIZES else PAGE_SIZES[0],
     )
 
 
-def filtered(request: HttpRequest, f: Filters) -> QuerySet[Job]:
+def job_filter(request: HttpRequest, f: Filters) -> tuple[JobFilter, list[str]]:
+    """The API's filter (jobs.filters) on the page's choices; a value it refuses is left out,
+    and the second item says why (``parameter: rule``), for the page to show."""
+    data = {
+        "state": f.state,
+        "username": f.user,
+        "vc": f.vc,
+        "keyword": f.q,
+        "order": f"{ORDER_OF_SORT[f.sort]},{'DESC' if f.desc else 'ASC'}",
+    }
     jobs = listable_jobs(request.user)
-    if f.state:
-        jobs = jobs.filter(state=f.state)
-    # The owner's and the virtual cluster's ids first: PostgreSQL plans with the numbers of
-    # rows it knows for an id, and does not for a name joined in (it then walks every job to
-    # find the few of a user who has few).
-    if f.user:
-        owner = User.objects.filter(username=f.user).values_list("id", flat=True).first()
-        jobs = jobs.filter(owner_id=owner) if owner is not None else jobs.none()
-    if f.vc:
-        vc = VirtualCluster.objects.filter(name=f.vc).values_list("id", flat=True).first()
-        jobs = jobs.filter(virtual_cluster_id=vc) if vc is not None else jobs.none()
-    if f.q:
-        jobs = jobs.filter(name__icontains=f.q)
-    if f.sort == "duration":
-        jobs = jobs.annotate(duration=Coalesce("completed_at", Now()) - F("started_at"))
-    # NULLS LAST only where there are nulls: on a NOT NULL column it would stop PostgreSQL from
-    # walking the column's index (its order is NULLS FIRST backwards) and make it sort them all.
-    order = [
-        F(c).desc(nulls_last=c in NULLABLE or None)
-        if f.desc
-        else F(c).asc(nulls_last=c in NULLABLE or None)
-        for c in SORTS[f.sort]
-    ]
-    return jobs.order_by(*order)
+    checked = JobFilter(data, queryset=jobs)
+    refused = filter_errors(checked)
+    if not refused:
+        return checked, []
+    kept = {name: value for name, value in data.items() if name not in refused}
+    why = [f"{name}: {'; '.join(rules)}" for name, rules in refused.items()]
+    return JobFilter(kept, queryset=jobs), why
 
 
 def query(f: Filters, **change: object) -> str:
@@ -132,7 +120,7 @@ class Row:
     retries: int
     tasks: int
     gpus: int
-    url: str  # the job's page, "" when the viewer may not open it
+    url: str  # the job's page (all of it for its owner and admins, else its status)
     created_iso: str
     created: str
     duration: str
@@ -149,11 +137,12 @@ def list_row(row: dict[str, Any], viewer: Any, jobs_path: str) -> Row:
         owner=row["owner__username"],
         vc=row["virtual_cluster__name"],
         state=row["state"],
-        reason=row["reason"],
+        reason=row["reason"] if mine else summary_reason(row["reason"]),
         retries=row["retries"],
         tasks=row["task_count"],
         gpus=row["gpu_count"],
-        url=f"{jobs_path}{quote(row['owner__username'])}~{quote(row['name'])}/" if mine else "",
+        # Every listed job opens: its owner and admins see all of it, others its status.
+        url=f"{jobs_path}{quote(row['owner__username'])}~{quote(row['name'])}/",
         created_iso=created.isoformat(),
         created=created.strftime("%Y-%m-%d %H:%M:%S"),
         duration=str(duration).split(".")[0] if duration else "–",
@@ -195,7 +184,8 @@ def row_html(row: Row) -> SafeString:
 def job_list(request: HttpRequest) -> HttpResponse:
     f = filters_of(request)
     start = (f.page - 1) * f.size
-    rows = list(filtered(request, f).values(*LIST_FIELDS)[start : start + f.size + 1])
+    checked, refused = job_filter(request, f)
+    rows = list(checked.ordered().values(*LIST_FIELDS)[start : start + f.size + 1])
     path = reverse("jobs:list")
     shown = rows[: f.size]
     context = {
@@ -218,5 +208,6 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "vcs": VirtualCluster.objects.order_by("name").values_list("name", flat=True),
         "sizes": PAGE_SIZES,
         "me": request.user.get_username(),
+        "filter_errors": refused,
     }
     return render(request, "jobs/list.html", context)

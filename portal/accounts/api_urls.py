@@ -8,6 +8,16 @@ from portal.accounts.groups_api import (
     UserGroupListView,
     UserGroupView,
 )
+from portal.accounts.legacy_users_api import (
+    LegacyAdminView,
+    LegacyEmailView,
+    LegacyPasswordView,
+    LegacyUserGroupListView,
+    LegacyUserGroupView,
+    LegacyUsersView,
+    LegacyUserView,
+    LegacyVirtualClusterView,
+)
 from portal.accounts.users_api import MeView, UsersView, UserView
 
 GROUP = "<str:group>"
@@ -20,4 +30,21 @@ urlpatterns = [
     path("groups", GroupsView.as_view(), name="api-groups"),
     path(f"groups/{GROUP}", GroupView.as_view(), name="api-group"),
     path(f"groups/{GROUP}/userlist", GroupUsersView.as_view(), name="api-group-users"),
+]
+
+# OpenPAI's older paths (routes/v2/user.js), for clients written before /users.
+OLD_USER = "user/<username:username>"
+urlpatterns += [
+    path("user", LegacyUsersView.as_view(), name="api-old-users"),
+    path(OLD_USER, LegacyUserView.as_view(), name="api-old-user"),
+    path(f"{OLD_USER}/password", LegacyPasswordView.as_view(), name="api-old-user-password"),
+    path(f"{OLD_USER}/email", LegacyEmailView.as_view(), name="api-old-user-email"),
+    path(f"{OLD_USER}/admin", LegacyAdminView.as_view(), name="api-old-user-admin"),
+    path(
+        f"{OLD_USER}/virtualcluster",
+        LegacyVirtualClusterView.as_view(),
+        name="api-old-user-virtualcluster",
+    ),
+    path(f"{OLD_USER}/grouplist", LegacyUserGroupListView.as_view(), name="api-old-grouplist"),
+    path(f"{OLD_USER}/group", LegacyUserGroupView.as_view(), name="api-old-user-group"),
 ]

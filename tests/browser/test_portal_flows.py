@@ -192,7 +192,7 @@ def test_a_failed_job_shows_its_reason(portal_url, browser_page, alice):
     assert page.locator("#task-trainer-0 .exit-phrase").inner_text() == "Failed with exit code 2"
 
 
-def test_another_user_finds_nothing_of_my_job(portal_url, browser_page, alice, bob):
+def test_another_user_finds_only_the_status_of_my_job(portal_url, browser_page, alice, bob):
     page = browser_page
     log_in(page, portal_url, "alice", "alice-secret-pw")
     submit_text(page, portal_url, job("private", "sleep 120", SSH))
@@ -206,11 +206,19 @@ def test_another_user_finds_nothing_of_my_job(portal_url, browser_page, alice, b
     page.context.clear_cookies()
     log_in(page, portal_url, "bob", "bob-secret-pw")
     base = f"{portal_url}/jobs/alice~private"
-    for path in ("/", "/logs/0/trainer-0/stdout/", "/logs/0/trainer-0/stdout/view/", "/ssh-key/"):
+    # The status, as OpenPAI and squeue show it to anyone; no address, port, log or terminal.
+    assert page.goto(base + "/").status == 200
+    assert page.locator("#summary-only").count() == 1
+    assert page.locator(".terminal-link, #ssh, .ssh-command").count() == 0
+    for path in ("/logs/0/trainer-0/stdout/", "/logs/0/trainer-0/stdout/view/", "/ssh-key/"):
         assert page.goto(base + path).status == 404, path
     assert page.goto(portal_url + terminal).status == 404
     api = f"{portal_url}/api/v2/jobs/alice~private"
-    for path in ("", "/ssh", "/attempts/0/tasks/trainer-0/logs/stdout"):
+    detail = page.request.get(api)
+    assert detail.status == 200
+    (task,) = detail.json()["taskRoles"]["trainer"]["taskStatuses"]
+    assert (task["containerIp"], task["containerPorts"], task["containerLog"]) == (None, {}, "")
+    for path in ("/ssh", "/attempts/0/tasks/trainer-0/logs/stdout"):
         assert page.request.get(api + path).status == 404, path
     close_code = """(path) => new Promise((done) => {
             const socket = new WebSocket("ws://" + location.host + path);

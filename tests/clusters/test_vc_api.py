@@ -26,15 +26,24 @@ def test_the_list_has_used_guaranteed_and_total_resources(alice):
     assert set(body) == {"default", "research"}
     research = body["research"]
     assert research["resourcesGuaranteed"] == {
-        "vCores": 4,
+        "cpu": 4,
         "memory": 8000,
+        "gpu": 2,
+        "vCores": 4,
         "GPUs": 2,
         "gpuTypes": {"V100": 2},
     }
     assert research["resourcesTotal"]["vCores"] == 8 and research["resourcesTotal"]["gpuTypes"] == {
         "V100": 4
     }
-    assert research["resourcesUsed"] == {"vCores": 0, "memory": 0, "GPUs": 0, "gpuTypes": {}}
+    assert research["resourcesUsed"] == {
+        "cpu": 0,
+        "memory": 0,
+        "gpu": 0,
+        "vCores": 0,
+        "GPUs": 0,
+        "gpuTypes": {},
+    }
 
 
 def test_one_virtual_cluster_counts_its_waiting_jobs(alice):

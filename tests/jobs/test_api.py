@@ -171,7 +171,8 @@ def test_a_specific_attempt_can_be_read(api, backend):
     assert api.get("/api/v2/jobs/alice~hello/attempts/5").status_code == 404
 
 
-def test_another_user_gets_404_for_my_job(api, bob):
+def test_with_jobs_private_another_user_gets_404_for_my_job(api, bob, settings):
+    settings.JOBS_PRIVATE = True
     submit(api, HELLO)
     client = APIClient()
     token = token_for("bob", "bob-secret-pw")["token"]

@@ -42,13 +42,11 @@ def test_submitting_to_a_virtual_cluster_i_may_not_use_is_a_403_over_http(bob, r
     assert not Job.objects.exists()
 
 
-@pytest.mark.parametrize("path", ["config", "events", "job-attempts"])
+@pytest.mark.parametrize("path", ["config", "events"])
 @pytest.mark.parametrize(
     ("who", "code"), [("alice", 200), ("bob", 404), ("admin", 200), (None, 401)]
 )
-def test_only_the_owner_and_admins_read_a_jobs_config_events_and_attempts(
-    alice, people, path, who, code
-):
+def test_only_the_owner_and_admins_read_a_jobs_config_and_events(alice, people, path, who, code):
     lifecycle.submit(alice, hello_job())
     assert people[who].get(f"{JOB}/{path}").status_code == code
 

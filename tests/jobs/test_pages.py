@@ -95,11 +95,13 @@ def test_a_task_log_can_be_downloaded_whole(web, alice, backend):
     assert "attachment" in response["Content-Disposition"]
 
 
-def test_another_user_gets_404_for_my_job_page_and_logs(alice, bob, backend):
+def test_another_user_gets_my_jobs_status_and_404_for_its_live_part_logs_and_stop(
+    alice, bob, backend
+):
     settle(backend, lifecycle.submit(alice, HELLO))
     client = Client()
     client.force_login(bob)
-    assert client.get("/jobs/alice~hello/").status_code == 404
+    assert 'id="summary-only"' in client.get("/jobs/alice~hello/").content.decode()
     assert client.get("/jobs/alice~hello/live/").status_code == 404
     assert client.get("/jobs/alice~hello/logs/0/main-0/stdout/").status_code == 404
     assert client.post("/jobs/alice~hello/stop/").status_code == 404

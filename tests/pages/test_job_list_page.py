@@ -52,11 +52,11 @@ def test_filters_by_state_user_vc_and_keyword(alice, bob):
     assert "No jobs" in nobody and "job000" not in nobody and "bobs_job" not in nobody
 
 
-def test_another_users_job_is_listed_without_a_link(alice, bob):
-    lifecycle.submit(bob, hello_job(name="bobs_job"))
+def test_another_users_job_links_to_its_status_without_a_stop_box(alice, bob):
+    job = lifecycle.submit(bob, hello_job(name="bobs_job"))
     body = client_for(alice).get("/jobs/?user=").content.decode()
-    assert "bobs_job" in body
-    assert "/jobs/bob~bobs_job/" not in body
+    assert '<a href="/jobs/bob~bobs_job/">bobs_job</a>' in body
+    assert f'name="job" value="{job.id}"' not in body
 
 
 def test_sorting_by_name_both_ways(alice):

@@ -1,0 +1,150 @@
+"""OpenPAI's older user paths, ``/api/v2/user[/<user>/<field>]`` (its routes/v2/user.js),
+which clients written before ``/api/v2/users`` still call: the list, create, read and delete
+are the same operations as ``/api/v2/users``; each field has its own ``PUT`` here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs.api.schemas import ERRORS, MessageSerializer
+from portal.accounts.groups_api import UserGroupListView, UserGroupView
+from portal.accounts.users_api import (
+    User,
+    UsersView,
+    UserView,
+    checked_password,
+    error,
+    forbidden,
+    is_admin,
+    no_user,
+    set_virtual_clusters,
+)
+
+
+class LegacyUsersView(UsersView):
+    """``GET``/``POST /api/v2/user``: as ``/api/v2/users``."""
+
+
+class LegacyUserView(UserView):
+    """``GET``/``DELETE /api/v2/user/<user>``: as ``/api/v2/users/<user>``."""
+
+
+class LegacyUserGroupListView(UserGroupListView):
+    """``PUT /api/v2/user/<user>/grouplist``: as ``/api/v2/users/<user>/grouplist``."""
+
+
+class LegacyUserGroupView(UserGroupView):
+    """``PUT``/``DELETE /api/v2/user/<user>/group``: as ``/api/v2/users/<user>/group``."""
+
+
+class PasswordSerializer(serializers.Serializer[dict[str, Any]]):
+    oldPassword = serializers.CharField(required=False, max_length=4096, trim_whitespace=False)
+    newPassword = serializers.CharField(min_length=6, max_length=4096, trim_whitespace=False)
+
+
+class EmailSerializer(serializers.Serializer[dict[str, Any]]):
+    email = serializers.EmailField(allow_blank=True)
+
+
+class AdminSerializer(serializers.Serializer[dict[str, Any]]):
+    admin = serializers.BooleanField()
+
+
+@extend_schema_field(
+    {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+)
+class VirtualClustersField(serializers.Field):  # type: ignore[type-arg]
+    """OpenPAI's older ``virtualCluster``: a comma-separated string, or a list."""
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        names = data.split(",") if isinstance(data, str) else data
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise serializers.ValidationError("a comma-separated string or a list of names")
+        if len(names) > 1000:
+            raise serializers.ValidationError("at most 1000 virtual clusters")
+        return [n.strip() for n in names if n.strip()]
+
+
+class UserVirtualClustersSerializer(serializers.Serializer[dict[str, Any]]):
+    virtualCluster = VirtualClustersField()
+
+
+def target_user(request: Request, username: str, *, admin_only: bool) -> Any:
+    """The user to change, or the Response that refuses: admins change anyone, a user only
+    themself (and not where ``admin_only``)."""
+    if not is_admin(request.user) and (admin_only or username != request.user.get_username()):
+        return forbidden()
+    user = User.objects.filter(username=username).first()
+    return user if user is not None else no_user(username)
+
+
+def updated(user: Any) -> Response:
+    return Response({"message": f"update user {user.username} successfully"}, status=201)
+
+
+class LegacyPasswordView(APIView):
+    """A user changes their password with the old one; an admin sets anyone's."""
+
+    @extend_schema(request=PasswordSerializer, responses={201: MessageSerializer, **ERRORS})
+    def put(self, request: Request, username: str) -> Response:
+        user = target_user(request, username, admin_only=False)
+        if isinstance(user, Response):
+            return user
+        form = PasswordSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        if not is_admin(request.user) and not user.check_password(data.get("oldPassword", "")):
+            return error("IncorrectPasswordError", "oldPassword: it is not right", 400)
+        user.set_password(checked_password(data["newPassword"], user))
+        user.save(update_fields=["password"])
+        return updated(user)
+
+
+class LegacyEmailView(APIView):
+    @extend_schema(request=EmailSerializer, responses={201: MessageSerializer, **ERRORS})
+    def put(self, request: Request, username: str) -> Response:
+        user = target_user(request, username, admin_only=False)
+        if isinstance(user, Response):
+            return user
+        form = EmailSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        user.email = form.validated_data["email"]
+        user.save(update_fields=["email"])
+        return updated(user)
+
+
+class LegacyAdminView(APIView):
+    @extend_schema(request=AdminSerializer, responses={201: MessageSerializer, **ERRORS})
+    def put(self, request: Request, username: str) -> Response:
+        user = target_user(request, username, admin_only=True)
+        if isinstance(user, Response):
+            return user
+        form = AdminSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        if user.pk == request.user.pk and not form.validated_data["admin"]:
+            return error("RemoveAdminError", "admin: you may not remove your own admin", 403)
+        user.is_staff = form.validated_data["admin"]
+        user.save(update_fields=["is_staff"])
+        return updated(user)
+
+
+class LegacyVirtualClusterView(APIView):
+    @extend_schema(
+        request=UserVirtualClustersSerializer, responses={201: MessageSerializer, **ERRORS}
+    )
+    def put(self, request: Request, username: str) -> Response:
+        user = target_user(request, username, admin_only=True)
+        if isinstance(user, Response):
+            return user
+        form = UserVirtualClustersSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        with transaction.atomic():
+            set_virtual_clusters(user, form.validated_data["virtualCluster"])
+        return updated(user)
