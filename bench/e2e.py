@@ -82,7 +82,7 @@ def kill_leftovers(marker: str, var_dir: Path) -> None:
             continue
         with contextlib.suppress(OSError):
             ours = marker.encode() in (entry / "environ").read_bytes()
-            ours = ours or os.readlink(entry / "cwd").startswith(str(var_dir))
+            ours = ours or Path(os.readlink(entry / "cwd")).is_relative_to(var_dir)
             group = os.getpgid(int(entry.name))
             if ours and group != os.getpgid(0):
                 os.killpg(group, signal.SIGKILL)
@@ -382,4 +382,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("interrupted: what the bench started is stopped")
