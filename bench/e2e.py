@@ -293,19 +293,20 @@ def pid_alive(pid_file: Path) -> bool:
 
 def run_slurm(jobs: int, marker: str) -> dict[str, Any]:
     name = f"bench_e2e_{marker[:8]}"
-    submit = ["-Q", "-J", name, "-c1", "-o", "/dev/null"]
+    submit = ["-Q", "-c1", "-o", "/dev/null"]
     try:
         latencies = []
         for _ in range(RUNS + 1):
             began = time.perf_counter()
-            subprocess.run(["srun", *submit, "-p", "bench", "true"], check=True)
+            subprocess.run(["srun", *submit, "-J", name, "-p", "bench", "true"], check=True)
             latencies.append(time.perf_counter() - began)
         figures: dict[str, Any] = {"single": latencies[1:]}
         for partition, extra in (("bench", []), ("over", ["--oversubscribe"])):
-            sbatch = ["sbatch", *submit, "-p", partition, *extra, "--wrap=true"]
+            batch = ["-J", f"{name}_{partition}"]  # a name each: a batch waits for its own jobs
+            sbatch = ["sbatch", *submit, *batch, "-p", partition, *extra, "--wrap=true"]
             start, submitting = burst(functools.partial(run_quietly, sbatch), jobs)
             deadline = time.monotonic() + 120 + 5 * jobs
-            while slurm_has(name):
+            while slurm_has(batch[1]):
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"Slurm did not run {jobs} jobs in {5 * jobs + 120} s")
                 time.sleep(0.5)  # each squeue costs slurmctld a listing of every job
@@ -313,7 +314,7 @@ def run_slurm(jobs: int, marker: str) -> dict[str, Any]:
             figures.setdefault("per_second", jobs / submitting)
         return figures
     finally:
-        subprocess.run(["scancel", "-n", name], check=False)
+        subprocess.run(["scancel", "-n", f"{name},{name}_bench,{name}_over"], check=False)
 
 
 def slurm_has(name: str) -> bool:
