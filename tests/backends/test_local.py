@@ -365,7 +365,7 @@ def test_task_directories_and_files_are_private_to_the_portals_user(tmp_path: Pa
 
 
 def test_the_terminal_shell_writes_private_files_too(tmp_path: Path):
-    from jobs.terminal import PtySession
+    from clusters.backends.local.pty import PtySession
 
     backend = LocalBackend(tmp_path)
     ref = launch(backend, "sleep 30")

@@ -41,7 +41,7 @@ from clusters.backends.base import (
     TaskShape,
     check_file_path,
 )
-from clusters.backends.localproc import (
+from clusters.backends.local.process import (
     DEFAULT_LOG_MAX_BYTES,
     TaskRecord,
     describe_exit,
