@@ -65,6 +65,13 @@ def open_session(ref: str) -> TerminalSession | None:
     return PtySession(shell) if isinstance(shell, ShellSpec) else shell
 
 
+def why_it_ended(session: TerminalSession | None) -> str:
+    """A local shell killed with its task's sandbox: the task has ended, not just the shell."""
+    if isinstance(session, PtySession) and session.killed():
+        return "the task has ended"
+    return "the shell exited"
+
+
 class TerminalConsumer(AsyncWebsocketConsumer):
     session: TerminalSession | None = None
     reader: threading.Thread | None = None
@@ -115,7 +122,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         while True:
             data = await self.output.get()
             if not data:
-                await self.end("the shell exited")
+                await self.end(await asyncio.to_thread(why_it_ended, self.session))
                 return
             self.last_activity = time.monotonic()
             await self.send(text_data=decoder.decode(data))

@@ -59,6 +59,14 @@ class PtySession:
         with contextlib.suppress(OSError):
             fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
+    def killed(self) -> bool:
+        """Whether the shell was killed (SIGKILL): its task's sandbox ended under it."""
+        try:
+            code = self.process.wait(1)
+        except subprocess.TimeoutExpired:
+            return False
+        return code == -signal.SIGKILL
+
     def close(self) -> None:
         if self.master >= 0:
             os.close(self.master)
