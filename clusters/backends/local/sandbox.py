@@ -152,10 +152,14 @@ def bwrap_args(
     gates = gates or {}
     # A /tmp and /dev/shm of the task's own, empty, gone with it.
     args = [config.bwrap, "--ro-bind", "/", "/", "--tmpfs", "/tmp"]  # noqa: S108
-    for path in (*config.hidden, *LOCAL_SOCKET_DIRS):
-        # An empty tmpfs over it: its files are gone from the view (/tmp is empty already).
-        if os.path.isdir(path) and not Path(path).is_relative_to("/tmp"):  # noqa: S108
-            args += ["--tmpfs", path]
+    hidden = [
+        path
+        for path in (*config.hidden, *LOCAL_SOCKET_DIRS)
+        # /tmp is empty already
+        if os.path.isdir(path) and not Path(path).is_relative_to("/tmp")  # noqa: S108
+    ]
+    for path in hidden:  # an empty tmpfs over it (read-only below): its files are gone
+        args += ["--tmpfs", path]
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--size", str(max(1, shm_mb) * 1024 * 1024), "--tmpfs", "/dev/shm"]  # noqa: S108
     for node in gpu_nodes(gpus):
@@ -167,6 +171,8 @@ def bwrap_args(
         args += ["--ro-bind" if store.read_only else "--bind", source, store.path]
     args += ["--bind", gates.get(str(work), str(work)), str(work)]
     args += ["--ro-bind-data", BOOTSTRAP_FD, str(bootstrap)]
+    for path in hidden:  # after the binds under them: they made their mount points
+        args += ["--remount-ro", path]
     if passwd:
         args += ["--ro-bind-data", PASSWD_FD, "/etc/passwd"]
     args += [
