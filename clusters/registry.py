@@ -39,6 +39,7 @@ def local_sandbox() -> SandboxConfig:
         uid_base=settings.LOCAL_TASK_UID_BASE,
         hidden=tuple(dict.fromkeys(str(p) for p in hidden if str(p) != "/")),
         shared=tuple(settings.LOCAL_SANDBOX_SHARED),
+        bwrap=settings.LOCAL_SANDBOX_BWRAP,
     )
 
 

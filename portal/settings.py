@@ -219,6 +219,7 @@ LOCAL_KEEP_FINISHED_HOURS = env_int("LOCAL_KEEP_FINISHED_HOURS", 7 * 24, minimum
 # for development, explicitly: LOCAL_SANDBOX=False runs every task as the portal's own user with
 # the whole machine in view. As root, portal user N's tasks run as uid LOCAL_TASK_UID_BASE + N.
 LOCAL_SANDBOX = env_bool("LOCAL_SANDBOX", True)
+LOCAL_SANDBOX_BWRAP = env_str("LOCAL_SANDBOX_BWRAP", "bwrap")  # its name on PATH, or its path
 LOCAL_TASK_UID_BASE = env_int("LOCAL_TASK_UID_BASE", 200_000, minimum=1000)
 # What no task sees, besides the portal's tree, var/, the task root and the portal user's home.
 LOCAL_SANDBOX_HIDE = env_list("LOCAL_SANDBOX_HIDE", [])

@@ -41,7 +41,7 @@ PASSWD = "passwd"  # noqa: S105 - a file name; the sandbox's /etc/passwd (the sy
 # Sockets of services on this machine that trust local connections: covered in every sandbox.
 LOCAL_SOCKET_DIRS = ("/run/postgresql", "/run/redis", "/run/mysqld")
 # The control nodes a CUDA program opens besides its GPUs' /dev/nvidia<N>.
-GPU_CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+GPU_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 CGROUP_V1 = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "portal-tasks"
 CPU_PERIOD_US = 100_000
@@ -82,6 +82,7 @@ class SandboxConfig:
     bwrap: str = "bwrap"
     # Directories every task sees read-write at the same path (LOCAL_SANDBOX_SHARED).
     shared: tuple[str, ...] = field(default=())
+    dev_dir: Path = Path("/dev")  # where the GPUs' device nodes are
 
 
 @dataclass(frozen=True)
@@ -128,12 +129,13 @@ def passwd_with(identity: TaskIdentity) -> str:
     return f"{system}{identity.name}:x:{identity.uid}:{identity.gid}::{identity.home}:/bin/sh\n"
 
 
-def gpu_nodes(gpus: list[int] | None) -> list[str]:
-    """The device nodes of the GPUs a task was given (and the control nodes they need)."""
+def gpu_nodes(gpus: list[int] | None, dev_dir: Path = Path("/dev")) -> list[str]:
+    """The names of the device nodes of the GPUs a task was given (and of the control nodes
+    they need), those that exist in ``dev_dir``: the task's /dev has these and no other."""
     if not gpus:
         return []
-    nodes = [f"/dev/nvidia{index}" for index in gpus]
-    return [n for n in (*nodes, *GPU_CONTROL_NODES) if os.path.exists(n)]
+    names = [f"nvidia{index}" for index in gpus] + list(GPU_CONTROL_NODES)
+    return [name for name in names if (dev_dir / name).exists()]
 
 
 def bwrap_args(
@@ -162,8 +164,8 @@ def bwrap_args(
         args += ["--tmpfs", path]
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--size", str(max(1, shm_mb) * 1024 * 1024), "--tmpfs", "/dev/shm"]  # noqa: S108
-    for node in gpu_nodes(gpus):
-        args += ["--dev-bind", node, node]
+    for name in gpu_nodes(gpus, config.dev_dir):
+        args += ["--dev-bind", str(config.dev_dir / name), f"/dev/{name}"]
     for path in config.shared:
         args += ["--bind", gates.get(path, path), path]
     for store in storages:
@@ -332,11 +334,17 @@ def create_cgroups(root: Path, ref: str, memory_mb: int, cpu: int) -> list[Path]
     where the kernel accounts it) and ``cpu`` cores; their ``cgroup.procs`` to join. Empty where
     cgroup v1 is not writable (not root, or no such hierarchy): limits are then best effort."""
     procs = []
+    remove_cgroups(root, ref)  # a stale one (same ref) would bring its limits and OOM count
     memory = _cgroup_dir(root, "memory", ref)
     if memory_mb > 0 and memory is not None:
         limit = str(memory_mb * 1024 * 1024)
-        (memory / "memory.limit_in_bytes").write_text(limit)
         swap = memory / "memory.memsw.limit_in_bytes"
+        # memory + swap may never be below memory alone: the order depends on the old values.
+        try:
+            (memory / "memory.limit_in_bytes").write_text(limit)
+        except OSError:
+            swap.write_text(limit)
+            (memory / "memory.limit_in_bytes").write_text(limit)
         if swap.exists():
             swap.write_text(limit)  # no swapping past memoryMB either
         procs.append(memory / "cgroup.procs")
