@@ -190,3 +190,18 @@ def test_a_portal_run_by_an_ordinary_user_still_sandboxes_its_tasks():
         assert rest == ["hidden-var", "no-gibibyte-for-memoryMB-100"]
     finally:
         shutil.rmtree(top)
+
+
+def test_a_task_root_below_a_private_directory_works_and_its_neighbours_are_covered():
+    """The task's uid may not pass through the portal's private directories: where they lie
+    above its work directory they are covered by an empty tmpfs, their files out of view."""
+    top = Path(tempfile.mkdtemp(prefix="private-", dir="/var/tmp"))  # noqa: S108 - mode 0700
+    try:
+        (top / "neighbour.txt").write_text("the portal's")
+        (top / "neighbour.txt").chmod(0o644)
+        backend = LocalBackend(top / "tasks")
+        ref = backend.launch(task(f"ls -A {top}; cat {top}/neighbour.txt || echo covered"))
+        assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
+        assert backend.read_log(ref, "stdout") == b"tasks\ncovered\n"
+    finally:
+        shutil.rmtree(top)

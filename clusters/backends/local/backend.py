@@ -198,6 +198,7 @@ class LocalBackend:
             task.shm_mb,
             passwd=identity is not None,
             gates=gates,
+            task_root=self.root,  # the other tasks' directories
         )
         privileges = sandbox.drop_privileges(identity)
         return sandbox.task_command(

@@ -148,18 +148,19 @@ def bwrap_args(
     shm_mb: int,
     passwd: bool,
     gates: dict[str, str] | None = None,
+    task_root: Path | None = None,
 ) -> list[str]:
     """bwrap's arguments for one task: its pid 1 (bwrap's init) runs the bootstrap.
-    ``gates`` maps a directory to bind to where bwrap finds it (``make_gates``)."""
+    ``gates`` maps a directory to bind to where bwrap finds it (``make_gates``): the task runs
+    as another uid than the portal's, which may not pass through the directories above."""
     gates = gates or {}
     # A /tmp and /dev/shm of the task's own, empty, gone with it.
     args = [config.bwrap, "--ro-bind", "/", "/", "--tmpfs", "/tmp"]  # noqa: S108
-    hidden = [
-        path
-        for path in (*config.hidden, *LOCAL_SOCKET_DIRS)
-        # /tmp is empty already
-        if os.path.isdir(path) and not Path(path).is_relative_to("/tmp")  # noqa: S108
-    ]
+    binds = [str(work), *config.shared, *(store.path for store in storages)]
+    hidden = covered(
+        [*config.hidden, *LOCAL_SOCKET_DIRS, *([str(task_root)] if task_root else [])],
+        binds if gates else [],
+    )
     for path in hidden:  # an empty tmpfs over it (read-only below): its files are gone
         args += ["--tmpfs", path]
     args += ["--proc", "/proc", "--dev", "/dev"]
@@ -195,6 +196,22 @@ def bwrap_args(
         str(bootstrap),
     ]
     return args
+
+
+def covered(hidden: list[str], binds: list[str]) -> list[str]:
+    """Where an empty tmpfs goes, parents first: each of ``hidden`` (those under /tmp aside:
+    /tmp is empty already) and, for a task of another uid, the highest directory it may not
+    pass through above each of ``binds`` (bwrap, run as that uid, makes the mount points)."""
+    points = [p for p in hidden if os.path.isdir(p) and not Path(p).is_relative_to("/tmp")]  # noqa: S108
+    for path in binds:
+        for parent in reversed(Path(path).parents):
+            if parent.is_relative_to("/tmp"):  # noqa: S108
+                break
+            if not parent.stat().st_mode & 0o001:
+                points.append(str(parent))
+                break
+    unique = dict.fromkeys(points)
+    return sorted(unique, key=lambda p: len(Path(p).parts))
 
 
 def drop_privileges(identity: TaskIdentity | None) -> list[str]:
