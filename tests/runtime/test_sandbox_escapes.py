@@ -177,6 +177,8 @@ def test_a_task_over_its_memory_is_killed_and_reported_out_of_memory(alice, back
     assert "allocated" not in backend.read_log(task.backend_ref, "stdout").decode()
     assert task.exit_code == 137
     assert "OOMKilled: the task went over its memoryMB (64 MB)" in task.diagnostics
+    assert task.exit_spec["phrase"] == "Out of memory"
+    assert "Out of memory" in job.reason
 
 
 def test_stop_leaves_nothing_behind_whatever_the_job_started(alice, backend, shared):
