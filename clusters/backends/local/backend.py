@@ -118,7 +118,9 @@ class LocalBackend:
             shutil.rmtree(control, ignore_errors=True)  # stale: a half-done or forgotten launch
             sandboxed = self._sandboxed(task)
             work = control / WORK
-            identity = sandbox.identity_for(self.sandbox, task.owner_id, work)
+            identity = (
+                sandbox.identity_for(self.sandbox, task.owner_id, work) if sandboxed else None
+            )
             gpus = self._choose_gpus(task.gpu)
             # The portal's directories, private to it; as root, the task's uid may only pass
             # through them (0711) on the way to its working directory, which is its own.

@@ -207,7 +207,11 @@ def covered(hidden: list[str], binds: list[str]) -> list[str]:
         for parent in reversed(Path(path).parents):
             if parent.is_relative_to("/tmp"):  # noqa: S108
                 break
-            if not parent.stat().st_mode & 0o001:
+            try:
+                passable = parent.stat().st_mode & 0o001
+            except OSError:  # not there: bwrap says so when it binds
+                break
+            if not passable:
                 points.append(str(parent))
                 break
     unique = dict.fromkeys(points)
