@@ -418,7 +418,8 @@ class LocalBackend:
                         left = True
                         continue
                     record = TaskRecord.load(workdir / "task.json")
-                    if record is not None and record.alive():
+                    ended = (workdir / "exit_code").exists()  # its wrapper's last step
+                    if record is not None and not ended and record.alive():
                         _signal_task(workdir, record, signal.SIGKILL)
                         left = True
                         removed.append(attempt.name)
