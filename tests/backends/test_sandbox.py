@@ -17,11 +17,11 @@ from clusters import registry
 from clusters.backends.base import Placement, TaskLaunch, TaskPhase
 from clusters.backends.local import LocalBackend, LocalBackendError
 from clusters.backends.local.pty import PtySession
-from clusters.backends.local.sandbox import SandboxConfig, bwrap_args
+from clusters.backends.local.sandbox import CGROUP_V1, SandboxConfig, bwrap_args, sandbox_init
 from jobs import lifecycle
 from jobs.models import Task
 from jobs.states import JobState
-from tests.backends.test_local import phase_of, two_gpus, wait_until_ended
+from tests.backends.test_local import phase_of, record_pid, two_gpus, wait_until_ended
 from tests.jobs.helpers import settle
 from tests.jobs.samples import hello_job
 from tests.waiting import wait_for
@@ -205,3 +205,20 @@ def test_a_task_root_below_a_private_directory_works_and_its_neighbours_are_cove
         assert backend.read_log(ref, "stdout") == b"tasks\ncovered\n"
     finally:
         shutil.rmtree(top)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root (else a best effort)")
+def test_a_task_runs_in_cgroups_limited_to_its_memory_and_cpu(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks")
+    ref = backend.launch(task("sleep 30"))  # memoryMB 256, cpu 1
+    try:
+        pid = wait_for(lambda: sandbox_init(tmp_path / "tasks" / ref, record_pid(backend, ref)))
+        groups = Path(f"/proc/{pid}/cgroup").read_text()
+        name = ref.replace("/", ".")
+        assert f"/portal-tasks/{name}" in groups
+        memory = CGROUP_V1 / "memory" / "portal-tasks" / name
+        assert (memory / "memory.limit_in_bytes").read_text().strip() == str(256 * 1024 * 1024)
+        cpu = CGROUP_V1 / "cpu" / "portal-tasks" / name
+        assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "100000"
+    finally:
+        backend.stop([ref])
