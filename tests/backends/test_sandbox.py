@@ -117,6 +117,7 @@ def test_without_bwrap_an_ordinary_users_task_is_refused_and_says_why(tmp_path: 
         backend.launch(task("echo hello"))
     ref = backend.launch(task("echo hello", owner_is_admin=True))  # an admin's own task runs
     assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
+    assert b"[portal] this task runs unsandboxed" in backend.read_log(ref, "stderr")  # says so
 
 
 @pytest.mark.django_db(transaction=True)

@@ -64,6 +64,10 @@ DISAPPEARED = (
 WORK = "work"  # the task's own directory (PAI_WORK_DIR) in its control directory
 OOM_KILLS = "oom_kills"  # how many processes the memory cgroup's OOM killer killed
 MEMORY_MB = "memory_mb"  # the task's memoryMB, for the out-of-memory diagnostics
+UNSANDBOXED = (
+    "echo \"[portal] this task runs unsandboxed, as the portal's own user with the machine in"
+    ' view (bwrap is missing, or LOCAL_SANDBOX is off)" >&2\n'
+)
 SANDBOX_READY_SECONDS = 5.0  # how long a terminal waits for a task's sandbox to be set up
 log = logging.getLogger(__name__)
 
@@ -110,13 +114,15 @@ class LocalBackend:
         ref = f"{task.attempt_key}/{task.role}-{task.index}{suffix}"
         control = self.root / ref
         with self._lock():
+            sandboxed = self._sandboxed(task)
+            # Never silently unsandboxed: the task's log says so first.
+            script = task.script if sandboxed else UNSANDBOXED + task.script
             old = TaskRecord.load(control / "task.json")
-            if old is not None and _read(control / "bootstrap.sh") == task.script:
+            if old is not None and _read(control / "bootstrap.sh") == script:
                 return ref  # already launched (the caller retried): the same task
             if old is not None and old.alive():
                 raise LocalBackendError(f"{ref} is taken by a running task with another script")
             shutil.rmtree(control, ignore_errors=True)  # stale: a half-done or forgotten launch
-            sandboxed = self._sandboxed(task)
             work = control / WORK
             identity = (
                 sandbox.identity_for(self.sandbox, task.owner_id, work) if sandboxed else None
@@ -130,7 +136,7 @@ class LocalBackend:
             control.parent.chmod(mode)
             control.mkdir(mode=mode)
             work.mkdir(mode=0o700)
-            write_private(control / "bootstrap.sh", task.script)  # secrets are rendered in
+            write_private(control / "bootstrap.sh", script)  # secrets are rendered in
             write_private(control / MEMORY_MB, str(task.memory_mb))
             write_files(work, task.files)
             env = self._environment(task, work, gpus, identity)
