@@ -8,7 +8,7 @@ PYTHON ?= $(shell /usr/bin/python3 -c 'import sys, ensurepip; sys.exit(sys.versi
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench install assets chromium sshd clean constraints
+.PHONY: run test lint typecheck bench install assets chromium sshd bubblewrap clean constraints
 
 # constraints.txt pins every package to the version the tests passed with (see pyproject.toml).
 $(STAMP): pyproject.toml constraints.txt
@@ -21,7 +21,7 @@ node_modules/.installed: package.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch node_modules/.installed
 
-install: $(STAMP) node_modules/.installed
+install: $(STAMP) node_modules/.installed bubblewrap
 
 ## Set up everything and run the portal (web + worker + beat) on the embedded default.
 run: install
@@ -29,6 +29,11 @@ run: install
 
 chromium:
 	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
+
+# Every task on the local backend runs in a bubblewrap sandbox (bwrap); without it the portal
+# refuses to start anyone's tasks but an admin's.
+bubblewrap:
+	@test -x /usr/bin/bwrap || (apt-get update && apt-get install -y bubblewrap)
 
 # The ssh plugin's test starts sshd in its tasks. Installing the package must not leave a system
 # sshd on port 22: Docker's policy-rc.d forbids the start; elsewhere it is stopped again.

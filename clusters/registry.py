@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
 from django.conf import settings
 
 from clusters.backends.base import Backend
+from clusters.backends.local.sandbox import SandboxConfig
 
 
 @cache
@@ -19,10 +21,26 @@ def get_backend() -> Backend:
             host_ip=settings.LOCAL_TASK_IP,
             stop_grace_seconds=settings.LOCAL_STOP_GRACE_SECONDS,
             log_max_bytes=settings.LOCAL_TASK_LOG_MAX_BYTES,
+            sandbox_config=local_sandbox(),
+            task_path=settings.LOCAL_TASK_PATH,
         )
     if settings.CLUSTER_BACKEND == "kubernetes":
         return kubernetes_backend()
     raise ValueError(f"CLUSTER_BACKEND: unknown backend {settings.CLUSTER_BACKEND!r}")
+
+
+def local_sandbox() -> SandboxConfig:
+    """What every local task is kept from: the portal's tree, its var/ and task root, the home
+    of the user it runs as, and what LOCAL_SANDBOX_HIDE adds."""
+    hidden = [settings.BASE_DIR, settings.VAR_DIR, settings.LOCAL_TASK_ROOT, Path.home()]
+    hidden += [Path(p) for p in settings.LOCAL_SANDBOX_HIDE]
+    return SandboxConfig(
+        enabled=settings.LOCAL_SANDBOX,
+        uid_base=settings.LOCAL_TASK_UID_BASE,
+        hidden=tuple(dict.fromkeys(str(p) for p in hidden if str(p) != "/")),
+        shared=tuple(settings.LOCAL_SANDBOX_SHARED),
+        bwrap=settings.LOCAL_SANDBOX_BWRAP,
+    )
 
 
 def kubernetes_backend() -> Backend:

@@ -35,6 +35,7 @@ from clusters.backends.base import (
 )
 from clusters.quota import gpu_type_of
 from jobs import lifecycle, news
+from jobs.access import is_admin
 from jobs.completion import TaskView, decide
 from jobs.models import Job, JobAttempt, JobEvent, Task
 from jobs.protocol import render_registry_auth, secret_masker
@@ -234,6 +235,8 @@ def launch_one(
             files=task_files(ctx),  # secrets (the job's SSH key) out of the script
             storages=list(ctx.storage_mounts),
             debug_keep_hours=ctx.debug_keep_hours,
+            owner_id=job.owner_id,
+            owner_is_admin=is_admin(job.owner),
         )
     )
 

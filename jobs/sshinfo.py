@@ -20,6 +20,8 @@ from typing import Any
 from django.conf import settings
 
 from clusters.backends.base import Backend
+from clusters.backends.local.sandbox import task_user_name
+from clusters.registry import local_sandbox
 from jobs import plugins
 from jobs.models import Job, Task
 
@@ -73,21 +75,26 @@ def ssh_port(task: Task) -> int | None:
     return int(ports[0]) if ports else None
 
 
-def ssh_user() -> str:
-    """Who a task's sshd lets in: tasks of the local backend run as the portal's own user."""
-    return getpass.getuser() if settings.CLUSTER_BACKEND == "local" else "root"
+def ssh_user(owner_id: int | None = None) -> str:
+    """Who a task's sshd lets in: on the local backend, the user the owner's tasks run as (their
+    own uid's name when the portal runs as root, else the portal's own user); root in a pod."""
+    if settings.CLUSTER_BACKEND != "local":
+        return "root"
+    return task_user_name(local_sandbox(), owner_id) or getpass.getuser()
 
 
-def ssh_command(key: str, ip: str, port: int | None) -> str | None:
+def ssh_command(key: str, ip: str, port: int | None, user: str) -> str | None:
     if not ip or port is None:
         return None
-    return f"ssh -i {key} -p {port} {ssh_user()}@{ip}"
+    return f"ssh -i {key} -p {port} {user}@{ip}"
 
 
-def task_ssh(task: Task, key: str, sshd: SshdState | None = None) -> dict[str, Any]:
+def task_ssh(
+    task: Task, key: str, sshd: SshdState | None = None, user: str = "root"
+) -> dict[str, Any]:
     ip = task.ip or task.address
     port = ssh_port(task)
-    command = ssh_command(key, ip, port)
+    command = ssh_command(key, ip, port, user)
     row = {
         "taskRole": task.role,
         "taskIndex": task.index,
@@ -111,12 +118,13 @@ def ssh_info(
     fingerprint of the job's key (None while the job has no key). With ``states`` (from
     ``sshd_states``) a task gets its sshd's state, and a command only while its sshd listens."""
     key = key_file_name(job)
+    user = ssh_user(job.owner_id)
     info = {
         "keyPairName": key,
         "keyFingerprint": fingerprint(job.ssh_public_key or ""),
         "publicKey": job.ssh_public_key or None,
         "tasks": [
-            task_ssh(t, key, None if states is None else states.get(t.id, NOT_RUNNING))
+            task_ssh(t, key, None if states is None else states.get(t.id, NOT_RUNNING), user)
             for t in sorted(tasks, key=lambda t: (t.role, t.index))
         ],
     }

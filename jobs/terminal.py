@@ -22,14 +22,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import fcntl
 import json
-import os
-import select
-import signal
-import struct
-import subprocess
-import termios
 import threading
 import time
 from typing import Any
@@ -40,6 +33,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from clusters.backends.base import ShellSpec, TerminalSession
+from clusters.backends.local.pty import PtySession
 from clusters.registry import get_backend
 from jobs.access import visible_jobs
 from jobs.models import Task
@@ -71,63 +65,11 @@ def open_session(ref: str) -> TerminalSession | None:
     return PtySession(shell) if isinstance(shell, ShellSpec) else shell
 
 
-class PtySession:
-    """A ``TerminalSession``: ``spec.argv`` run on this machine under a pty of its own."""
-
-    def __init__(self, spec: ShellSpec) -> None:
-        self.master, slave = os.openpty()
-        try:
-            self.process = subprocess.Popen(  # noqa: S603 - argv comes from the backend
-                spec.argv,
-                stdin=slave,
-                stdout=slave,
-                stderr=slave,
-                cwd=spec.cwd,
-                env=spec.env,
-                start_new_session=True,
-                umask=0o077,  # what the shell writes in the task is private, as the task's own
-            )
-        except BaseException:
-            os.close(self.master)
-            raise
-        finally:
-            os.close(slave)
-        os.set_blocking(self.master, False)
-
-    def read(self, timeout: float) -> bytes | None:
-        if self.master < 0:
-            return b""
-        ready, _, _ = select.select([self.master], [], [], timeout)
-        if not ready:
-            return None
-        try:
-            return os.read(self.master, 65536)  # b"" or EIO: the shell closed the pty
-        except BlockingIOError:
-            return None
-        except OSError:
-            return b""
-
-    def write(self, data: bytes) -> None:
-        with contextlib.suppress(OSError):
-            os.write(self.master, data)
-
-    def resize(self, cols: int, rows: int) -> None:
-        with contextlib.suppress(OSError):
-            fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-
-    def close(self) -> None:
-        if self.master >= 0:
-            os.close(self.master)
-            self.master = -1
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGHUP)
-            try:
-                self.process.wait(2)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+def why_it_ended(session: TerminalSession | None) -> str:
+    """A local shell killed with its task's sandbox: the task has ended, not just the shell."""
+    if isinstance(session, PtySession) and session.killed():
+        return "the task has ended"
+    return "the shell exited"
 
 
 class TerminalConsumer(AsyncWebsocketConsumer):
@@ -180,7 +122,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         while True:
             data = await self.output.get()
             if not data:
-                await self.end("the shell exited")
+                await self.end(await asyncio.to_thread(why_it_ended, self.session))
                 return
             self.last_activity = time.monotonic()
             await self.send(text_data=decoder.decode(data))

@@ -229,6 +229,20 @@ LOCAL_STOP_GRACE_SECONDS = env_float("LOCAL_STOP_GRACE_SECONDS", 10.0)
 LOCAL_TASK_LOG_MAX_BYTES = env_int("LOCAL_TASK_LOG_MAX_BYTES", 1024**3, minimum=1)
 # How long the work dirs (and logs) of finished attempts stay on the local backend.
 LOCAL_KEEP_FINISHED_HOURS = env_int("LOCAL_KEEP_FINISHED_HOURS", 7 * 24, minimum=0)
+# Every local task runs in a bubblewrap sandbox (clusters/backends/local/sandbox.py). Off only
+# for development, explicitly: LOCAL_SANDBOX=False runs every task as the portal's own user with
+# the whole machine in view. As root, portal user N's tasks run as uid LOCAL_TASK_UID_BASE + N.
+LOCAL_SANDBOX = env_bool("LOCAL_SANDBOX", True)
+LOCAL_SANDBOX_BWRAP = env_str("LOCAL_SANDBOX_BWRAP", "bwrap")  # its name on PATH, or its path
+LOCAL_TASK_UID_BASE = env_int("LOCAL_TASK_UID_BASE", 200_000, minimum=1000)
+# What no task sees, besides the portal's tree, var/, the task root and the portal user's home.
+LOCAL_SANDBOX_HIDE = env_list("LOCAL_SANDBOX_HIDE", [])
+# Directories every task of every user sees read-write (a lab's scratch space; tests).
+LOCAL_SANDBOX_SHARED = env_list("LOCAL_SANDBOX_SHARED", [])
+# The PATH tasks get: the system's, not the portal's (its virtualenv is hidden from them).
+LOCAL_TASK_PATH = env_str(
+    "LOCAL_TASK_PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
 TERMINAL_IDLE_SECONDS = env_int("TERMINAL_IDLE_SECONDS", 900, minimum=5)
 JOB_MAX_BYTES = env_int("JOB_MAX_BYTES", 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = JOB_MAX_BYTES + 64 * 1024

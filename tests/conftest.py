@@ -40,6 +40,11 @@ def _test_settings(settings, tmp_path: Path) -> Iterator[None]:
     settings.CACHES = {"default": {**settings.CACHES["default"], "KEY_PREFIX": unique}}
     settings.CELERY_TASK_ALWAYS_EAGER = False
     settings.LOCAL_TASK_ROOT = tmp_path / "tasks"
+    # What tasks and tests both see: the tasks' own sandboxes hide the rest of tmp_path.
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)  # the tasks' uids (the portal is root here) write in it too
+    settings.LOCAL_SANDBOX_SHARED = [str(shared)]
     settings.LOCAL_STOP_GRACE_SECONDS = 2.0
     # Each persona's password would otherwise cost a million PBKDF2 rounds.
     settings.PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher"]
@@ -51,6 +56,12 @@ def _test_settings(settings, tmp_path: Path) -> Iterator[None]:
     with redis.Redis.from_url(redis_url) as client:
         for key in client.scan_iter(match=f"{unique}*", count=1000):
             client.delete(key)
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Path:
+    """A directory every task sees read-write at the same path (LOCAL_SANDBOX_SHARED)."""
+    return tmp_path / "shared"
 
 
 @pytest.fixture(autouse=True)

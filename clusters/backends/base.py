@@ -99,6 +99,10 @@ class TaskLaunch:
     # ended (local: its directory has ``.keep_until``; kubernetes: its pod is kept by ``stop``
     # and ``cleanup``).
     debug_keep_hours: int = 0
+    # The portal user the task runs for: the local backend, as root, runs it under a uid of
+    # that user's own; an admin's task may run unsandboxed where the sandbox tool is missing.
+    owner_id: int | None = None
+    owner_is_admin: bool = False
 
 
 class BackendUnavailable(RuntimeError):

@@ -39,7 +39,7 @@ def ssh_panel(
     rows = [row for row in info["tasks"] if row["containerIp"] and row["containerSshPort"]]
     if not rows:
         return None
-    key, user = info["keyPairName"], ssh_user()
+    key, user = info["keyPairName"], ssh_user(job.owner_id)
     config = "\n".join(
         f"Host {job.name}-{r['taskRole']}-{r['taskIndex']}\n"
         f"  HostName {r['containerIp']}\n  Port {r['containerSshPort']}\n  User {user}\n"

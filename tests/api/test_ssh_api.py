@@ -42,7 +42,7 @@ def test_each_task_gets_its_ip_port_and_command(alice):
     info = ssh_info(job, Task.objects.filter(attempt__job=job))
     task = info["tasks"][0]
     assert (task["containerIp"], task["containerSshPort"]) == ("10.0.0.5", 22022)
-    assert task["sshCommand"] == f"ssh -i hello.id_ed25519 -p 22022 {ssh_user()}@10.0.0.5"
+    assert task["sshCommand"] == f"ssh -i hello.id_ed25519 -p 22022 {ssh_user(alice.id)}@10.0.0.5"
     assert info["keyFingerprint"].startswith("SHA256:")
 
 

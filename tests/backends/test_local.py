@@ -13,6 +13,7 @@ import pytest
 
 from clusters.backends.base import Placement, TaskLaunch, TaskPhase, TaskShape
 from clusters.backends.local import DISAPPEARED, LocalBackend, LocalBackendError
+from clusters.backends.local.sandbox import SYSTEM_PATH, sandbox_init
 from tests.waiting import wait_for
 
 T = TypeVar("T")
@@ -73,6 +74,29 @@ def process_state(pid: int) -> str | None:
     return raw[raw.rfind(")") + 2 :].split()[0]
 
 
+def record_pid(backend: LocalBackend, ref: str) -> int:
+    pid = record(backend.root, ref)["pid"]
+    assert isinstance(pid, int)
+    return pid
+
+
+def in_namespace_of(init: int) -> list[int]:
+    """Host pids of the processes in the pid namespace of ``init`` (a sandbox's pid 1)."""
+    try:
+        namespace = os.readlink(f"/proc/{init}/ns/pid")
+    except OSError:
+        return []
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.readlink(entry / "ns" / "pid") == namespace:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
 def gone(pid: int) -> bool:
     return process_state(pid) in (None, "Z", "X")
 
@@ -117,10 +141,11 @@ def test_the_script_gets_its_env_and_runs_in_its_working_directory(
         env={"PAI_TASK_ROLE_NAME": "worker"},
     )
     assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
-    workdir = str(tmp_path / "tasks" / ref)
+    workdir = str(backend.work_dir(ref))
+    assert workdir == str(tmp_path / "tasks" / ref / "work")
     role, work_dir, cwd, path = backend.read_log(ref, "stdout").decode().strip().split("|")
     assert (role, work_dir, cwd) == ("worker", workdir, workdir)
-    assert path == os.environ["PATH"]
+    assert path == SYSTEM_PATH  # the system's, not the portal's (its virtualenv is hidden)
     assert (tmp_path / "tasks" / ref / "bootstrap.sh").read_text().startswith("echo")
 
 
@@ -139,7 +164,7 @@ def test_launching_the_same_task_twice_returns_the_same_ref_without_a_second_run
     ref = launch(backend, "echo once >> runs.txt")
     assert launch(backend, "echo once >> runs.txt") == ref
     wait_until_ended(backend, ref)
-    assert (backend.root / ref / "runs.txt").read_text() == "once\n"
+    assert (backend.work_dir(ref) / "runs.txt").read_text() == "once\n"
 
 
 def test_a_stale_finished_task_under_the_same_ref_is_replaced_by_a_new_script(
@@ -150,7 +175,7 @@ def test_a_stale_finished_task_under_the_same_ref_is_replaced_by_a_new_script(
     assert launch(backend, "echo new") == ref
     assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
     assert backend.read_log(ref, "stdout") == b"new\n"
-    assert not (backend.root / ref / "old.txt").exists()
+    assert not (backend.work_dir(ref) / "old.txt").exists()
 
 
 def test_a_running_task_is_never_replaced(backend: LocalBackend) -> None:
@@ -199,17 +224,21 @@ def test_stop_kills_the_whole_process_group_and_the_task_fails_with_a_signal(
     backend: LocalBackend, tmp_path: Path
 ) -> None:
     ref = launch(backend, "sleep 300 &\necho $! > child.pid\necho $$ > main.pid\nwait\n")
-    workdir = tmp_path / "tasks" / ref
+    workdir = backend.work_dir(ref)
     wait_for(lambda: (workdir / "child.pid").exists() and (workdir / "main.pid").exists())
-    child = int(wait_for(lambda: (workdir / "child.pid").read_text().strip()))
-    main = int(wait_for(lambda: (workdir / "main.pid").read_text().strip()))
+    # The bootstrap is pid 2 of its sandbox, whose pid 1 is bwrap's init.
+    assert wait_for(lambda: (workdir / "main.pid").read_text().strip()) == "2"
     assert phase_of(backend, ref) == TaskPhase.RUNNING
-    assert record(tmp_path / "tasks", ref)["pid"] == main
+    pid = record(tmp_path / "tasks", ref)["pid"]
+    assert isinstance(pid, int)
+    init = sandbox_init(tmp_path / "tasks" / ref, pid)
+    assert init is not None
+    left = wait_for(lambda: len(in_namespace_of(init)) >= 2 and in_namespace_of(init))
 
     backend.stop([ref])
     backend.stop([ref])  # idempotent
 
-    wait_for(lambda: gone(child) and gone(main))
+    wait_for(lambda: all(gone(p) for p in left) and gone(pid))
     assert wait_until_ended(backend, ref) == TaskPhase.FAILED
     obs = backend.observe([ref])[ref]
     assert obs.exit_code == 128 + signal.SIGTERM
@@ -239,7 +268,7 @@ def test_a_fresh_backend_finds_a_task_started_by_another_instance(tmp_path: Path
     obs = restarted.observe([ref])[ref]
     assert obs.phase == TaskPhase.RUNNING
     assert obs.started_at is not None
-    (tmp_path / "tasks" / ref / "go").touch()
+    (restarted.work_dir(ref) / "go").touch()
     assert wait_until_ended(restarted, ref) == TaskPhase.SUCCEEDED
     assert restarted.read_log(ref, "stdout") == b"done\n"
 
@@ -262,10 +291,13 @@ def test_a_task_killed_with_its_wrapper_is_reported_as_disappeared(
 def test_processes_left_behind_by_a_finished_script_are_killed(
     backend: LocalBackend, tmp_path: Path
 ) -> None:
-    ref = launch(backend, "sleep 300 &\necho $! > child.pid\n")
+    script = "sleep 300 &\nsetsid sleep 301 &\nnohup sleep 302 >/dev/null 2>&1 &\n"
+    ref = launch(backend, script + "while [ ! -e go ]; do sleep 0.05; done\n")
+    init = wait_for(lambda: sandbox_init(tmp_path / "tasks" / ref, record_pid(backend, ref)))
+    left = wait_for(lambda: len(in_namespace_of(init)) >= 5 and in_namespace_of(init))
+    (backend.work_dir(ref) / "go").touch()
     assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
-    child = int((tmp_path / "tasks" / ref / "child.pid").read_text())
-    wait_for(lambda: gone(child))
+    wait_for(lambda: all(gone(pid) for pid in left))
 
 
 def test_a_finished_task_leaves_no_zombie_behind(backend: LocalBackend, tmp_path: Path) -> None:
@@ -273,8 +305,8 @@ def test_a_finished_task_leaves_no_zombie_behind(backend: LocalBackend, tmp_path
     rec = record(tmp_path / "tasks", ref)
     main, wrapper = rec["pid"], rec["wrapper_pid"]
     assert isinstance(main, int) and isinstance(wrapper, int)
-    pid_file = tmp_path / "tasks" / ref / "main.pid"
-    assert int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())) == main
+    pid_file = backend.work_dir(ref) / "main.pid"
+    assert int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())) == 2
     stat = Path(f"/proc/{wrapper}/stat").read_text()
     assert int(stat[stat.rfind(")") + 2 :].split()[1]) != os.getpid()  # not our child
     assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
@@ -340,7 +372,7 @@ def test_tasks_get_distinct_free_gpus_and_cpu_tasks_see_none(backend: LocalBacke
     assert sorted([logs[first], logs[second]]) == [b"[0]\n", b"[1]\n"]
     assert logs[cpu_only] == b"[]\n"
     for ref in (first, second, cpu_only):
-        (backend.root / ref / "go").touch()
+        (backend.work_dir(ref) / "go").touch()
         wait_until_ended(backend, ref)
     fourth = launch(backend, script, index=3, gpu=2)  # the GPUs are free again
     assert backend.read_log(fourth, "stdout") in (b"", b"[0,1]\n")
@@ -356,16 +388,19 @@ def test_task_directories_and_files_are_private_to_the_portals_user(tmp_path: Pa
     ref = launch(backend, "echo PASSWORD=s3cret; echo oops >&2; echo mine > made.txt; exit 3")
     assert wait_until_ended(backend, ref) == TaskPhase.FAILED
     workdir = root / ref
+    # As root, the task's own uid passes through (0711) to its working directory, its own.
+    passable = 0o711 if os.geteuid() == 0 else 0o700
     for directory in (root, workdir.parent, workdir):
-        assert directory.stat().st_mode & 0o777 == 0o700, directory
-    names = ["bootstrap.sh", "task.json", "stdout.log", "stderr.log", "exit_code", "made.txt"]
+        assert directory.stat().st_mode & 0o777 == passable, directory
+    assert (workdir / "work").stat().st_mode & 0o777 == 0o700
+    names = ["bootstrap.sh", "task.json", "stdout.log", "stderr.log", "exit_code", "work/made.txt"]
     for name in names:
         assert (workdir / name).stat().st_mode & 0o777 == 0o600, name
     assert not [p for p in workdir.rglob("*") if p.stat().st_mode & 0o077], "group/other bits"
 
 
 def test_the_terminal_shell_writes_private_files_too(tmp_path: Path):
-    from jobs.terminal import PtySession
+    from clusters.backends.local.pty import PtySession
 
     backend = LocalBackend(tmp_path)
     ref = launch(backend, "sleep 30")
@@ -383,4 +418,4 @@ def test_the_terminal_shell_writes_private_files_too(tmp_path: Path):
     finally:
         session.close()
         backend.stop([ref])
-    assert (tmp_path / ref / "typed.txt").stat().st_mode & 0o777 == 0o600
+    assert (backend.work_dir(ref) / "typed.txt").stat().st_mode & 0o777 == 0o600

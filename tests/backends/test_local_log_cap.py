@@ -35,7 +35,7 @@ def test_a_task_writing_past_the_cap_runs_to_success_and_its_log_says_it_was_cap
     ref = launch(backend, script)
     assert wait_until_ended(backend, ref, timeout=60) == TaskPhase.SUCCEEDED
     assert backend.observe([ref])[ref].exit_code == 0
-    assert (backend.root / ref / "finished.txt").read_text() == "finished\n"
+    assert (backend.work_dir(ref) / "finished.txt").read_text() == "finished\n"
     log = backend.read_log(ref, "stdout")
     assert log.endswith(cap_line(CAP))
     assert len(log) <= CAP + len(cap_line(CAP))

@@ -12,9 +12,9 @@ from tests.browser.test_portal_flows import SSH, job
 pytestmark = pytest.mark.browser
 
 
-def test_the_page_reconnects_and_still_sees_the_job_end(portal_url, browser_page, alice, tmp_path):
+def test_the_page_reconnects_and_still_sees_the_job_end(portal_url, browser_page, alice, shared):
     page = browser_page
-    release = tmp_path / "release"
+    release = shared / "release"
     log_in(page, portal_url, "alice", "alice-secret-pw")
     waiting = f"while [ ! -e {release} ]; do sleep 0.2; done; echo released"
     submit_text(page, portal_url, job("dropped", waiting))
@@ -52,11 +52,11 @@ IDLE_MS = 30_000  # six times redis-py 8's default read timeout, which closed ev
 
 
 def test_a_running_jobs_page_stays_connected_while_nothing_happens(
-    portal_url, browser_page, alice, tmp_path
+    portal_url, browser_page, alice, shared
 ):
     page = browser_page
     page.add_init_script(COUNT_SOCKETS)
-    release = tmp_path / "release"
+    release = shared / "release"
     log_in(page, portal_url, "alice", "alice-secret-pw")
     waiting = f"while [ ! -e {release} ]; do sleep 0.2; done; echo released"
     submit_text(page, portal_url, job("idle", waiting))
@@ -100,12 +100,10 @@ def test_the_ssh_config_stays_open_across_live_refreshes(portal_url, browser_pag
     assert page.locator("#ssh-config-details .ssh-config").is_visible()
 
 
-def test_the_log_tails_of_a_running_job_follow_its_output(
-    portal_url, browser_page, alice, tmp_path
-):
+def test_the_log_tails_of_a_running_job_follow_its_output(portal_url, browser_page, alice, shared):
     page = browser_page
     page.add_init_script(COUNT_LIVE_SWAPS)
-    more = tmp_path / "more"
+    more = shared / "more"
     log_in(page, portal_url, "alice", "alice-secret-pw")
     writing = (
         f"echo first line; while [ ! -e {more} ]; do sleep 0.2; done; echo second line; sleep 120"

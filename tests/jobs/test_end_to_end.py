@@ -13,6 +13,7 @@ from jobs.models import Job, Task
 from jobs.reconcile import run_pass
 from jobs.states import JobState, TaskState
 from tests.jobs.helpers import env_of, reconcile_until, settle
+from tests.support.processes import processes_running
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -115,8 +116,8 @@ def retrying_job(name: str, marker: Path, task_retries: int, job_retries: int) -
         """)
 
 
-def test_a_failed_task_is_retried_within_its_attempt(alice, backend, tmp_path):
-    job = lifecycle.submit(alice, retrying_job("task_retry", tmp_path / "m1", 1, 0))
+def test_a_failed_task_is_retried_within_its_attempt(alice, backend, shared):
+    job = lifecycle.submit(alice, retrying_job("task_retry", shared / "m1", 1, 0))
 
     job = settle(backend, job)
 
@@ -127,8 +128,8 @@ def test_a_failed_task_is_retried_within_its_attempt(alice, backend, tmp_path):
     assert b"second run" in backend.read_log(task.backend_ref, "stdout")
 
 
-def test_a_failed_attempt_is_retried_as_a_new_attempt(alice, backend, tmp_path):
-    job = lifecycle.submit(alice, retrying_job("job_retry", tmp_path / "m2", 0, 1))
+def test_a_failed_attempt_is_retried_as_a_new_attempt(alice, backend, shared):
+    job = lifecycle.submit(alice, retrying_job("job_retry", shared / "m2", 0, 1))
 
     job = settle(backend, job)
 
@@ -147,9 +148,9 @@ def test_a_job_without_retries_left_fails_with_the_reason(alice, backend, tmp_pa
     assert job.exit_code == 7
 
 
-def test_stop_ends_every_process_of_a_running_job(alice, backend, tmp_path):
-    pidfile = tmp_path / "pid"
-    text = two_role_job("sleepy", worker_command=f"sleep 300 & echo $! >> {pidfile}; wait")
+def test_stop_ends_every_process_of_a_running_job(alice, backend, shared):
+    pidfile = shared / "pid"
+    text = two_role_job("sleepy", worker_command=f"sleep 317 & echo $! >> {pidfile}; wait")
     job = lifecycle.submit(alice, text)
     reconcile_until(
         backend,
@@ -167,8 +168,7 @@ def test_stop_ends_every_process_of_a_running_job(alice, backend, tmp_path):
 
     assert job.state == JobState.STOPPED
     assert "alice" in job.reason
-    for pid in pidfile.read_text().split():
-        assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid)
+    assert not processes_running(["sleep", "317"])
     states = set(Task.objects.filter(attempt__job=job).values_list("state", flat=True))
     assert states <= {TaskState.STOPPED, TaskState.SUCCEEDED}
 

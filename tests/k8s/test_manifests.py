@@ -66,3 +66,21 @@ def test_the_cluster_role_binding_names_the_namespace_the_readme_installs_into()
     assert f"create a namespace `{namespace}`" in readme
     assert f"kubectl -n {namespace} apply -f deploy/kubernetes/" in readme
     assert all("namespace" not in doc["metadata"] for doc in deploy_documents())  # from -n
+
+
+def test_job_pods_reach_no_private_address_and_the_web_pods_no_job_pod():
+    """The NetworkPolicies select pods by the label the backend gives every job pod."""
+    policies = {doc["metadata"]["name"]: doc for doc in deploy_documents()
+                if doc["kind"] == "NetworkPolicy"}  # fmt: skip
+    assert m.JOB in m.labels("job-7-a0")
+    egress = policies["gpu-portal-jobs-egress"]["spec"]
+    assert egress["podSelector"] == {"matchExpressions": [{"key": m.JOB, "operator": "Exists"}]}
+    (outside,) = (
+        rule["to"][0]["ipBlock"] for rule in egress["egress"] if "ipBlock" in rule["to"][0]
+    )
+    assert outside["cidr"] == "0.0.0.0/0"
+    for private in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"):
+        assert private in outside["except"]
+    web = policies["gpu-portal-web-not-from-jobs"]["spec"]
+    (pods,) = web["ingress"][0]["from"]
+    assert pods["podSelector"]["matchExpressions"] == [{"key": m.JOB, "operator": "DoesNotExist"}]

@@ -13,6 +13,10 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+import redis
+
+from portal.management.commands.runportal import Command, kill_group
 from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,3 +101,28 @@ def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
         if portal.poll() is None:
             portal.kill()
             portal.wait()
+
+
+def test_the_private_redis_answers_only_with_its_password(settings, tmp_path, monkeypatch):
+    """A job on this machine reaches the loopback: the Redis runportal starts wants the password
+    kept in var/ (0600), which is on no command line."""
+    port = free_port()
+    settings.VAR_DIR = tmp_path
+    settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"  # nothing answers: a private one starts
+    monkeypatch.setenv("REDIS_URL", settings.REDIS_URL)  # ensure_redis sets the new one
+    env: dict[str, str] = {}
+    child = Command().ensure_redis(env)
+    assert child is not None and child.process is not None
+    try:
+        url = env["REDIS_URL"]
+        password = (tmp_path / "redis_password").read_text().strip()
+        assert url.startswith(f"redis://:{password}@127.0.0.1:")
+        with pytest.raises(redis.exceptions.RedisError, match="(?i)auth"):
+            redis.Redis.from_url(url.replace(f":{password}@", "")).ping()
+        assert redis.Redis.from_url(url).ping()
+        for name in ("redis_password", "redis.conf"):
+            assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name
+        assert password.encode() not in Path(f"/proc/{child.process.pid}/cmdline").read_bytes()
+    finally:
+        kill_group(child.process, signal.SIGKILL)
+        child.process.wait()

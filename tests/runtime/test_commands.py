@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from clusters import registry
 from clusters.backends.base import Placement
 from jobs import lifecycle
 from jobs.models import Job, Task
@@ -21,6 +22,7 @@ from jobs.states import JobState, TaskState
 from tests.jobs.helpers import reconcile_until, settle
 from tests.jobs.samples import v1_job
 from tests.runtime.jobs import one_role
+from tests.support.processes import processes_running
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -90,23 +92,23 @@ def test_the_script_is_user_sh_in_the_work_dir_readable_by_its_owner_only(alice,
     job, task = run(alice, backend, "user_sh", commands)
     assert job.state == JobState.SUCCEEDED
     assert log(backend, task).splitlines() == ["PORTAL_USER_SH", "PORTAL_USER_SH_1"]
-    script = backend.root / task.backend_ref / "user.sh"
+    script = backend.work_dir(task.backend_ref) / "user.sh"
     assert script.read_text() == "\n".join(commands) + "\n"
     assert script.stat().st_mode & 0o777 == 0o700
 
 
-def test_without_bash_the_commands_run_under_sh_and_the_log_says_so(
-    alice, backend, tmp_path: Path, monkeypatch
-):
+def test_without_bash_the_commands_run_under_sh_and_the_log_says_so(alice, settings, shared: Path):
     """A PATH with the tools the bootstrap needs but no bash: nothing fakes the outcome."""
-    tools = tmp_path / "bin"
+    tools = shared / "bin"
     tools.mkdir()
     for name in ("sh", "setsid", "cat", "chmod", "rm", "mv", "mkdir", "sleep", "env", "date"):
         found = shutil.which(name)
         assert found is not None, name
         (tools / name).symlink_to(found)
     assert shutil.which("bash", path=str(tools)) is None
-    monkeypatch.setenv("PATH", str(tools))
+    settings.LOCAL_TASK_PATH = str(tools)  # the tasks' PATH
+    registry.get_backend.cache_clear()
+    backend = registry.get_backend()
     commands = ["[[ 1 == 1 ]] && echo bash || echo 'no [[ here'", "echo done"]
     job, task = run(alice, backend, "no_bash", commands)
     assert job.state == JobState.SUCCEEDED
@@ -115,8 +117,8 @@ def test_without_bash_the_commands_run_under_sh_and_the_log_says_so(
     assert f"[portal] no bash on PATH ({tools}): the commands run under /bin/sh" in stderr
 
 
-def test_stop_reaches_the_user_script_and_the_exit_steps_still_run(alice, backend, tmp_path):
-    pidfile = tmp_path / "pid"
+def test_stop_reaches_the_user_script_and_the_exit_steps_still_run(alice, backend, shared):
+    pidfile = shared / "pid"
     deployment = """\
         deployments:
           - name: dep
@@ -125,19 +127,19 @@ def test_stop_reaches_the_user_script_and_the_exit_steps_still_run(alice, backen
                 postCommands: ["echo post ran"]
         defaults: {deployment: dep}
         """
-    text = one_role("stop_user", [f"echo $$ > {pidfile}", "sleep 300"], deployment)
+    text = one_role("stop_user", [f"echo $$ > {pidfile}", "sleep 313"], deployment)
     job = lifecycle.submit(alice, text)
     reconcile_until(
         backend, lambda: Task.objects.filter(attempt__job=job, state=TaskState.RUNNING).exists()
     )
-    user_pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip()))
+    wait_for(lambda: pidfile.exists() and processes_running(["sleep", "313"]))
     assert lifecycle.stop(Job.objects.get(id=job.id), alice)
     job = settle(backend, job)
     task = Task.objects.get(attempt__job=job)
     assert job.state == JobState.STOPPED
     assert task.exit_code == 143
     assert "post ran" in log(backend, task)
-    assert not _running(user_pid)
+    assert not processes_running(["sleep", "313"])
 
 
 def _running(pid: int) -> bool:

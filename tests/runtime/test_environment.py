@@ -109,7 +109,7 @@ def expected_environment(
             f"{label}:{listed(ports)}" for label, ports in task.ports.items()
         ),
         "PAI_CONTAINER_SSH_PORT": str(task.ports["ssh"][0]) if "ssh" in task.ports else "",
-        "PAI_WORK_DIR": str(work / task.backend_ref),
+        "PAI_WORK_DIR": str(work / task.backend_ref / "work"),
     }
     for label, ports in task.ports.items():
         env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = listed(ports)
@@ -201,7 +201,7 @@ def test_a_v1_job_also_sees_the_qizhi_names_and_its_directories(alice, backend):
         "QIZHI_TASK_ROLE_taskrole_1_HOST_LIST": f"{task.ip}:{http}",
         "QIZHI_KILL_ALL_ON_COMPLETED_TASK_NUM": "1",
         "PAI_KILL_ALL_ON_COMPLETED_TASK_NUM": "1",
-        "QIZHI_WORK_DIR": str(backend.root / task.backend_ref),
+        "QIZHI_WORK_DIR": str(backend.work_dir(task.backend_ref)),
         "MODE": "fast",
     }.items():
         assert env.get(name) == value, name
@@ -245,7 +245,10 @@ def test_a_v1_job_writes_under_its_first_storage_by_default(alice, backend, tmp_
     default file system is the storage the job names first."""
     import json
 
-    Storage.objects.create(name="results", path=str(tmp_path), open_to_all=True)
+    results = tmp_path / "results"
+    results.mkdir(mode=0o777)
+    results.chmod(0o777)  # the task's uid writes in it
+    Storage.objects.create(name="results", path=str(results), open_to_all=True)
     plugin = {"plugin": "teamwise_storage", "parameters": {"storageConfigNames": ["results"]}}
     command = 'mkdir -p "$PAI_OUTPUT_DIR" && echo done > "$PAI_OUTPUT_DIR/model.txt" && env'
     v1 = v1_job("env_v1_fs", command, extras={"com.microsoft.pai.runtimeplugin": [plugin]})
@@ -253,16 +256,16 @@ def test_a_v1_job_writes_under_its_first_storage_by_default(alice, backend, tmp_
     assert job.state == JobState.SUCCEEDED
     task = Task.objects.get(attempt__job=job)
     env = env_of(backend.read_log(task.backend_ref, "stdout").decode())
-    output = f"{tmp_path}/Output/env_v1_fs"
+    output = f"{results}/Output/env_v1_fs"
     for name, value in {
-        "PAI_DEFAULT_FS_URI": str(tmp_path),
-        "QIZHI_DEFAULT_FS_URI": str(tmp_path),
+        "PAI_DEFAULT_FS_URI": str(results),
+        "QIZHI_DEFAULT_FS_URI": str(results),
         "PAI_OUTPUT_DIR": output,
         "QIZHI_OUTPUT_DIR": output,
         "PAI_JOB_NAME": "env_v1_fs",
     }.items():
         assert env.get(name) == value, name
-    assert (tmp_path / "Output" / "env_v1_fs" / "model.txt").read_text() == "done\n"
+    assert (results / "Output" / "env_v1_fs" / "model.txt").read_text() == "done\n"
 
 
 # A job of our own written the way OpenPAI's distributed PyTorch and Horovod examples are: the

@@ -43,7 +43,7 @@ def test_the_local_backend_writes_task_files_owner_only_before_the_start(tmp_pat
     ref = launch(backend, "job1-a0", "cat .ssh/id_job\n", files={".ssh/id_job": "KEY\n"})
     ended(backend, ref)
     assert backend.read_log(ref, "stdout") == b"KEY\n"
-    key = tmp_path / ref / ".ssh" / "id_job"
+    key = backend.work_dir(ref) / ".ssh" / "id_job"
     assert key.stat().st_mode & 0o777 == 0o600
     assert key.parent.stat().st_mode & 0o777 == 0o700
     with pytest.raises(ValueError, match="relative file path"):
@@ -81,7 +81,7 @@ def test_the_ssh_private_key_is_not_in_the_script(alice, backend):
     task = Task.objects.get(attempt__job=job)
     workdir = Path(backend.root) / task.backend_ref
     assert "PRIVATE KEY" not in (workdir / "bootstrap.sh").read_text()
-    assert (workdir / ".ssh" / "id_job").read_text().strip() == job.ssh_private_key.strip()
+    assert (workdir / "work" / ".ssh" / "id_job").read_text().strip() == job.ssh_private_key.strip()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -100,7 +100,7 @@ def test_an_nfs_storage_fails_a_local_task_with_a_reason(alice, backend):
 
 
 def test_local_cleanup_removes_attempts_not_kept_but_honours_keep_until(tmp_path: Path):
-    backend = LocalBackend(tmp_path, stop_grace_seconds=1)
+    backend = LocalBackend(tmp_path / "tasks", stop_grace_seconds=1)
     kept = launch(backend, "job1-a0")
     old = launch(backend, "job2-a0")
     debug = launch(backend, "job3-a0", "exit 1\n")
@@ -108,16 +108,16 @@ def test_local_cleanup_removes_attempts_not_kept_but_honours_keep_until(tmp_path
     orphan = launch(backend, "job5-a0", "sleep 60\n")
     for ref in (kept, old, debug, expired):
         ended(backend, ref)
-    (tmp_path / debug / ".keep_until").write_text(f"{int(time.time()) + 3600}\n")
-    (tmp_path / expired / ".keep_until").write_text(f"{int(time.time()) - 1}\n")
+    (backend.work_dir(debug) / ".keep_until").write_text(f"{int(time.time()) + 3600}\n")
+    (backend.work_dir(expired) / ".keep_until").write_text(f"{int(time.time()) - 1}\n")
     assert backend.cleanup({"job1-a0"}) == ["job2-a0", "job4-a0", "job5-a0"]
-    assert (tmp_path / kept).is_dir() and (tmp_path / debug).is_dir()
-    assert not (tmp_path / "job2-a0").exists() and not (tmp_path / "job4-a0").exists()
+    assert (backend.root / kept).is_dir() and (backend.root / debug).is_dir()
+    assert not (backend.root / "job2-a0").exists() and not (backend.root / "job4-a0").exists()
     # A task still running in an unknown attempt is killed now, its directory removed next time.
     wait_for(lambda: backend.observe([orphan])[orphan].phase == TaskPhase.FAILED)
     backend.cleanup({"job1-a0"})
-    assert not (tmp_path / "job5-a0").exists()
-    assert (tmp_path / debug).is_dir()
+    assert not (backend.root / "job5-a0").exists()
+    assert (backend.root / debug).is_dir()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from django.test import Client
 
@@ -31,7 +29,7 @@ def test_ssh_keys_and_config_are_in_place_in_each_task(alice, backend):
     job = settle(backend, lifecycle.submit(alice, text))
     assert job.state == JobState.SUCCEEDED
     task = Task.objects.get(attempt__job=job)
-    ssh = Path(backend.root) / task.backend_ref / ".ssh"
+    ssh = backend.work_dir(task.backend_ref) / ".ssh"
     assert job.ssh_private_key.startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
     authorized = (ssh / "authorized_keys").read_text().splitlines()
     assert authorized == [job.ssh_public_key, "ssh-ed25519 AAAAC3NzaUSER alice@laptop"]
@@ -100,5 +98,5 @@ def test_a_debug_job_page_says_failed_tasks_are_kept(alice, backend):
     extra = "extras:\n  jobEnvs: {isDebug: true}\n"
     job = settle(backend, lifecycle.submit(alice, one_role("debugging", ["exit 1"], extra)))
     task = Task.objects.get(attempt__job=job)
-    assert (Path(backend.root) / task.backend_ref / ".keep_until").exists()
+    assert (backend.work_dir(task.backend_ref) / ".keep_until").exists()
     assert "the working directory of a failed task is kept for 24 hours" in page_of(alice, job)

@@ -107,7 +107,7 @@ def test_the_ssh_command_the_portal_shows_works(alice, backend, tmp_path: Path):
     job.refresh_from_db()
     info = ssh_info(job, Task.objects.filter(attempt__job=job))
     command = info["tasks"][0]["sshCommand"]
-    assert command.endswith(f"{getpass.getuser()}@127.0.0.1")
+    assert command.endswith(f"{ssh_user(alice.id)}@127.0.0.1")
     key = tmp_path / info["keyPairName"]
     key.write_text(job.ssh_private_key)
     key.chmod(0o600)
@@ -125,9 +125,12 @@ def test_the_ssh_command_the_portal_shows_works(alice, backend, tmp_path: Path):
     assert settle(backend, job).state == JobState.SUCCEEDED
 
 
-def test_the_ssh_user_is_the_portals_own_on_the_local_backend(settings):
+def test_the_ssh_user_is_the_tasks_own_on_the_local_backend(settings):
+    """As root, user 7's tasks run as uid LOCAL_TASK_UID_BASE + 7, named so in their
+    sandboxes; else as the portal's own user."""
     settings.CLUSTER_BACKEND = "local"
-    assert ssh_user() == getpass.getuser()
+    own = f"u{settings.LOCAL_TASK_UID_BASE + 7}" if os.geteuid() == 0 else getpass.getuser()
+    assert ssh_user(7) == own
     settings.CLUSTER_BACKEND = "kubernetes"
     assert ssh_user() == "root"
 

@@ -49,7 +49,7 @@ def page_when(web, job: Job, text: str) -> str:
 
 def finish(alice, backend, job: Job) -> None:
     task = Task.objects.get(attempt__job=job)
-    (backend.root / task.backend_ref / "done").touch()
+    (backend.work_dir(task.backend_ref) / "done").touch()
     lifecycle.stop(Job.objects.get(id=job.id), alice)
 
 

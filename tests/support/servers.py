@@ -83,6 +83,7 @@ def daphne(log_path: Path | None = None, **env: str) -> Iterator[str]:
         "DATABASE_URL": database_url(),
         "SECRET_KEY": settings.SECRET_KEY,  # sessions made by the test are valid there
         "LOCAL_TASK_ROOT": str(settings.LOCAL_TASK_ROOT),
+        "LOCAL_SANDBOX_SHARED": ",".join(settings.LOCAL_SANDBOX_SHARED),  # the tests' and tasks'
         "CELERY_TASK_ALWAYS_EAGER": "False",
         **env,
     }

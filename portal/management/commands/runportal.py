@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -28,11 +29,13 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from portal import webserver
+from portal.secretkey import load_or_create_secret_key
 
 FIRST_BACKOFF_SECONDS = 1.0  # a crashed process starts again after this, doubling while it
 MAX_BACKOFF_SECONDS = 30.0  # keeps crashing (it lived less than HEALTHY_SECONDS), up to this
 HEALTHY_SECONDS = 30.0
 STOP_GRACE_SECONDS = 15.0
+REDIS_PASSWORD_FILE = "redis_password"  # noqa: S105 - a file name, in var/ by the secret key
 
 
 def redis_answers(url: str) -> bool:
@@ -41,6 +44,21 @@ def redis_answers(url: str) -> bool:
         return bool(client.ping())
     except (redis.exceptions.RedisError, OSError, ValueError):
         return False
+
+
+def private_redis_config(var_dir: Path) -> Path:
+    """The private Redis's configuration: a password of its own (made once, in ``var/`` like the
+    secret key), so that a job on this machine, which reaches the loopback, cannot use it. In a
+    file readable by the portal's user only, not on the command line any process can read."""
+    password = load_or_create_secret_key(var_dir / REDIS_PASSWORD_FILE)
+    path = var_dir / "redis.conf"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as conf:
+        conf.write(
+            f"# Written by runportal: the private Redis's password.\nrequirepass {password}\n"
+        )
+    os.chmod(path, 0o600)
+    return path
 
 
 def free_port() -> int:
@@ -174,11 +192,12 @@ class Command(BaseCommand):
                 "install it (apt-get install redis-server) or set REDIS_URL."
             )
         port = free_port()
-        command = [binary, "--bind", "127.0.0.1", "--port", str(port)]
-        command += ["--save", "", "--appendonly", "no"]
+        command = [binary, str(private_redis_config(settings.VAR_DIR)), "--bind", "127.0.0.1"]
+        command += ["--port", str(port), "--save", "", "--appendonly", "no"]
         child = Child("redis", in_own_session(command, env, stdout=subprocess.DEVNULL))
         child.run()
-        env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+        password = load_or_create_secret_key(settings.VAR_DIR / REDIS_PASSWORD_FILE)
+        env["REDIS_URL"] = f"redis://:{password}@127.0.0.1:{port}/0"
         deadline = time.monotonic() + 10
         while not redis_answers(env["REDIS_URL"]):
             assert child.process is not None
@@ -188,7 +207,8 @@ class Command(BaseCommand):
             time.sleep(0.1)
         self.stdout.write(
             f"redis: started, pid {child.process.pid}: no Redis answered at {url}, so a private "
-            f"one serves {env['REDIS_URL']} (it stops with the portal)."
+            f"one serves redis://127.0.0.1:{port}/0 with the password in "
+            f"{settings.VAR_DIR / REDIS_PASSWORD_FILE} (it stops with the portal)."
         )
         os.environ["REDIS_URL"] = env["REDIS_URL"]
         return child

@@ -35,6 +35,7 @@ from typing import Any
 # read after it is whole.
 WRAPPER = """\
 echo $$
+log_max_bytes=$1; shift  # the rest is the task's command (its sandbox, then its bootstrap)
 exec 3>&1 >/dev/null 2>&1 </dev/null
 task_path=$PATH  # the task's own, given back to it below; the wrapper's tools come from the system
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -49,10 +50,10 @@ cap() {
 }
 rm -f stdout.pipe stderr.pipe stdout.log.done stderr.log.done
 mkfifo stdout.pipe stderr.pipe
-cap "$1" stdout.log <stdout.pipe 3>&- &
-cap "$1" stderr.log <stderr.pipe 3>&- &
-setsid /bin/sh -c 'echo $$ >&3; printf %s $$ >pgid; PATH=$1
-exec /bin/sh ./bootstrap.sh >stdout.pipe 2>stderr.pipe </dev/null 3>&-' task "$task_path"
+cap "$log_max_bytes" stdout.log <stdout.pipe 3>&- &
+cap "$log_max_bytes" stderr.log <stderr.pipe 3>&- &
+setsid /bin/sh -c 'echo $$ >&3; printf %s $$ >pgid; PATH=$1; shift
+exec "$@" >stdout.pipe 2>stderr.pipe </dev/null 3>&-' task "$task_path" "$@"
 code=$?
 pgid=$(cat pgid)
 [ -n "$pgid" ] && [ "$pgid" != $$ ] && kill -s KILL -- "-$pgid"
@@ -81,6 +82,8 @@ class TaskRecord:
     gpus: list[int] = field(default_factory=list)
     ports: dict[str, list[int]] = field(default_factory=dict)
     stop_requested_at: str | None = None
+    sandboxed: bool = False  # in bwrap: ``pid`` is bwrap, the bootstrap its sandbox's pid 1
+    uid: int | None = None  # the uid the task runs as, when the portal (root) chose one
 
     @classmethod
     def load(cls, path: Path) -> TaskRecord | None:
@@ -96,6 +99,8 @@ class TaskRecord:
                 gpus=[int(i) for i in data.get("gpus", [])],
                 ports={str(k): [int(p) for p in v] for k, v in data.get("ports", {}).items()},
                 stop_requested_at=data.get("stop_requested_at"),
+                sandboxed=bool(data.get("sandboxed", False)),
+                uid=_opt_int(data.get("uid")),
             )
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -144,12 +149,17 @@ def is_alive(pid: int | None, start_time: int | None) -> bool:
 
 
 def spawn_detached(
-    workdir: Path, env: dict[str, str], log_max_bytes: int = DEFAULT_LOG_MAX_BYTES
+    workdir: Path,
+    env: dict[str, str],
+    log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
+    command: list[str] | None = None,
 ) -> tuple[int, int | None]:
-    """Start ``workdir/bootstrap.sh`` detached, each of its output streams capped at
-    ``log_max_bytes`` in its log; return the wrapper's pid and the task's pid."""
+    """Start ``command`` (by default ``/bin/sh ./bootstrap.sh``) detached in ``workdir``, each
+    of its output streams capped at ``log_max_bytes`` in its log; return the wrapper's pid and
+    the task's pid."""
+    command = command or ["/bin/sh", "./bootstrap.sh"]
     proc = subprocess.Popen(
-        ["setsid", "-f", "/bin/sh", "-c", WRAPPER, "wrapper", str(log_max_bytes)],
+        ["setsid", "-f", "/bin/sh", "-c", WRAPPER, "wrapper", str(log_max_bytes), *command],
         cwd=workdir,
         env=env,
         stdin=subprocess.DEVNULL,

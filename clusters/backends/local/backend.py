@@ -15,6 +15,7 @@ exit code (killed together with its wrapper, or the machine restarted) is report
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import re
 import shutil
@@ -41,7 +42,8 @@ from clusters.backends.base import (
     TaskShape,
     check_file_path,
 )
-from clusters.backends.localproc import (
+from clusters.backends.local import sandbox
+from clusters.backends.local.process import (
     DEFAULT_LOG_MAX_BYTES,
     TaskRecord,
     describe_exit,
@@ -59,6 +61,17 @@ DISAPPEARED = (
 )
 
 
+WORK = "work"  # the task's own directory (PAI_WORK_DIR) in its control directory
+OOM_KILLS = "oom_kills"  # how many processes the memory cgroup's OOM killer killed
+MEMORY_MB = "memory_mb"  # the task's memoryMB, for the out-of-memory diagnostics
+UNSANDBOXED = (
+    "echo \"[portal] this task runs unsandboxed, as the portal's own user with the machine in"
+    ' view (bwrap is missing, or LOCAL_SANDBOX is off)" >&2\n'
+)
+SANDBOX_READY_SECONDS = 5.0  # how long a terminal waits for a task's sandbox to be set up
+log = logging.getLogger(__name__)
+
+
 class LocalBackendError(RuntimeError):
     """A task cannot be launched on this machine (e.g. not enough free GPUs)."""
 
@@ -72,8 +85,12 @@ class LocalBackend:
         host_ip: str = "127.0.0.1",
         stop_grace_seconds: float = 10.0,
         log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
+        sandbox_config: sandbox.SandboxConfig | None = None,
+        task_path: str = sandbox.SYSTEM_PATH,
     ) -> None:
+        self.task_path = task_path  # the tasks' PATH (not the portal's: its virtualenv)
         self.root = Path(root)
+        self.sandbox = sandbox_config or sandbox.SandboxConfig()
         self.host_ip = host_ip
         self.stop_grace_seconds = stop_grace_seconds
         self.log_max_bytes = log_max_bytes  # per stream of a task; the rest is dropped
@@ -95,21 +112,40 @@ class LocalBackend:
         refuse_storages(task)
         suffix = f"-r{task.retry}" if task.retry > 0 else ""
         ref = f"{task.attempt_key}/{task.role}-{task.index}{suffix}"
-        workdir = self.root / ref
+        control = self.root / ref
         with self._lock():
-            old = TaskRecord.load(workdir / "task.json")
-            if old is not None and _read(workdir / "bootstrap.sh") == task.script:
+            sandboxed = self._sandboxed(task)
+            # Never silently unsandboxed: the task's log says so first.
+            script = task.script if sandboxed else UNSANDBOXED + task.script
+            old = TaskRecord.load(control / "task.json")
+            if old is not None and _read(control / "bootstrap.sh") == script:
                 return ref  # already launched (the caller retried): the same task
             if old is not None and old.alive():
                 raise LocalBackendError(f"{ref} is taken by a running task with another script")
-            shutil.rmtree(workdir, ignore_errors=True)  # stale: a half-done or forgotten launch
+            shutil.rmtree(control, ignore_errors=True)  # stale: a half-done or forgotten launch
+            work = control / WORK
+            identity = (
+                sandbox.identity_for(self.sandbox, task.owner_id, work) if sandboxed else None
+            )
             gpus = self._choose_gpus(task.gpu)
-            workdir.parent.mkdir(mode=0o700, exist_ok=True)  # the attempt's directory
-            workdir.mkdir(mode=0o700)
-            write_private(workdir / "bootstrap.sh", task.script)  # secrets are rendered in
-            write_files(workdir, task.files)
-            env = self._environment(task, workdir, gpus)
-            wrapper_pid, pid = spawn_detached(workdir, env, self.log_max_bytes)
+            # The portal's directories, private to it; as root, the task's uid may only pass
+            # through them (0711) on the way to its working directory, which is its own.
+            mode = 0o711 if identity else 0o700
+            self.root.chmod(mode)
+            control.parent.mkdir(mode=mode, exist_ok=True)  # the attempt's directory
+            control.parent.chmod(mode)
+            control.mkdir(mode=mode)
+            work.mkdir(mode=0o700)
+            write_private(control / "bootstrap.sh", script)  # secrets are rendered in
+            write_private(control / MEMORY_MB, str(task.memory_mb))
+            write_files(work, task.files)
+            env = self._environment(task, work, gpus, identity)
+            command = None
+            if sandboxed:
+                command = self._sandbox_command(task, ref, control, gpus, identity)
+            if identity:
+                _chown_tree(work, identity.uid, identity.gid)
+            wrapper_pid, pid = spawn_detached(control, env, self.log_max_bytes, command)
             record = TaskRecord(
                 pid=pid,
                 pgid=pid,
@@ -119,20 +155,78 @@ class LocalBackend:
                 started_at=datetime.now(UTC).isoformat(),
                 gpus=gpus or [],
                 ports={label: list(ports) for label, ports in task.placement.ports.items()},
+                sandboxed=sandboxed,
+                uid=identity.uid if identity else None,
             )
-            record.save(workdir / "task.json")
+            record.save(control / "task.json")
         return ref
 
+    def _sandboxed(self, task: TaskLaunch) -> bool:
+        """Whether the task runs in the sandbox; refuses it when the sandbox tool is missing,
+        unless the owner is an admin (an admin's own task then runs unsandboxed)."""
+        if not self.sandbox.enabled:
+            return False
+        if sandbox.bwrap_path(self.sandbox):
+            return True
+        if task.owner_is_admin:
+            log.warning("bwrap is missing: the admin's task %s runs unsandboxed", task.role)
+            return False
+        raise LocalBackendError(
+            "tasks run in a sandbox and its tool, bwrap (the Debian package bubblewrap), is "
+            "not installed on this machine; an admin installs it (`make install`)"
+        )
+
+    def _sandbox_command(
+        self,
+        task: TaskLaunch,
+        ref: str,
+        control: Path,
+        gpus: list[int] | None,
+        identity: sandbox.TaskIdentity | None,
+    ) -> list[str]:
+        passwd_file = "/etc/passwd"  # noqa: S105 - the system's, as it is
+        if identity is not None:
+            write_private(control / sandbox.PASSWD, sandbox.passwd_with(identity))
+            passwd_file = str(control / sandbox.PASSWD)
+        procs = sandbox.create_cgroups(self.sandbox.cgroup_root, ref, task.memory_mb, task.cpu)
+        limits = [] if procs else sandbox.memory_rlimit(task.memory_mb)
+        bootstrap = control / "bootstrap.sh"
+        gates = {}
+        if identity is not None:
+            gates = sandbox.make_gates(
+                ref, sandbox.bind_sources(self.sandbox, control / WORK, task.storages)
+            )
+        args = sandbox.bwrap_args(
+            self.sandbox,
+            self.task_path,
+            control / WORK,
+            bootstrap,
+            gpus,
+            task.storages,
+            task.shm_mb,
+            passwd=identity is not None,
+            gates=gates,
+            task_root=self.root,  # the other tasks' directories
+        )
+        privileges = sandbox.drop_privileges(identity)
+        return sandbox.task_command(
+            bootstrap, passwd_file, procs, [*limits, *privileges], args, gates
+        )
+
     def _environment(
-        self, task: TaskLaunch, workdir: Path, gpus: list[int] | None
+        self,
+        task: TaskLaunch,
+        work: Path,
+        gpus: list[int] | None,
+        identity: sandbox.TaskIdentity | None,
     ) -> dict[str, str]:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-            "LANG": os.environ.get("LANG", "C.UTF-8"),
-            "HOME": os.environ.get("HOME", str(workdir)),
-        }
+        """The task's environment, built from nothing: none of the portal's own variables
+        (database URL, secret key, passwords) reaches a task."""
+        env = {"PATH": self.task_path, "LANG": "C.UTF-8", "HOME": str(work)}
+        if identity is not None:
+            env["USER"] = env["LOGNAME"] = identity.name
         env.update(task.env)
-        env.setdefault("PAI_WORK_DIR", str(workdir))
+        env.setdefault("PAI_WORK_DIR", str(work))
         if gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
         return env
@@ -169,7 +263,7 @@ class LocalBackend:
         if ended is None and record.alive():
             stop_at = _parse_time(record.stop_requested_at)
             if stop_at and (datetime.now(UTC) - stop_at).total_seconds() > self.stop_grace_seconds:
-                _signal_group(record, signal.SIGKILL)
+                _signal_task(workdir, record, signal.SIGKILL)
             return self._seen(ref, record, TaskPhase.RUNNING)
         # The wrapper may have written the exit code between the two looks.
         ended = ended or self._ended(ref, workdir, record)
@@ -192,6 +286,11 @@ class LocalBackend:
         if code == 0:
             return self._seen(ref, record, TaskPhase.SUCCEEDED, "", 0, finished_at)
         diagnostics = describe_exit(code)
+        if record.sandboxed and (kills := self._oom_kills(ref, workdir)):
+            diagnostics = (
+                f"OOMKilled: the task went over its memoryMB ({self._memory_mb(workdir)} MB) "
+                f"and the kernel killed {kills} of its processes; it {diagnostics}"
+            )
         if record.stop_requested_at:
             diagnostics += " after a stop request"
         return self._seen(ref, record, TaskPhase.FAILED, diagnostics, code, finished_at)
@@ -227,7 +326,7 @@ class LocalBackend:
             if record.stop_requested_at is None:  # the first request starts the grace period
                 record.stop_requested_at = datetime.now(UTC).isoformat()
                 record.save(workdir / "task.json")
-            _signal_group(record, signal.SIGTERM)
+            _signal_task(workdir, record, signal.SIGTERM)
 
     def read_log(self, ref: str, stream: str, tail_bytes: int | None = None) -> bytes:
         if stream not in STREAMS:
@@ -272,16 +371,26 @@ class LocalBackend:
         record = TaskRecord.load(workdir / "task.json") if workdir else None
         if workdir is None or record is None or record.pid is None or not record.alive():
             return None
+        shell_pid = record.pid
+        if record.sandboxed:  # the shell joins the task's sandbox, as the task's uid
+            deadline = time.monotonic() + SANDBOX_READY_SECONDS  # a task that just started
+            while not (shell_pid := sandbox.sandbox_init(workdir, record.pid) or 0):
+                if time.monotonic() > deadline or not record.alive():
+                    return None
+                time.sleep(0.05)
         try:
-            raw = Path(f"/proc/{record.pid}/environ").read_bytes()
+            raw = Path(f"/proc/{shell_pid}/environ").read_bytes()
         except OSError:
             return None
         env = dict(
             item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item
         )
         env["TERM"] = "xterm-256color"
+        if record.sandboxed:
+            argv = sandbox.shell_command(shell_pid, record.uid, workdir / WORK)
+            return ShellSpec(argv=argv, env=env, cwd=str(workdir / WORK))
         shell = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
-        return ShellSpec(argv=["setsid", "-c", shell, "-i"], env=env, cwd=str(workdir))
+        return ShellSpec(argv=["setsid", "-c", shell, "-i"], env=env, cwd=str(workdir / WORK))
 
     def capacity(self) -> Capacity:
         return Capacity(
@@ -311,15 +420,20 @@ class LocalBackend:
                     continue
                 left = False
                 for workdir in sorted(p for p in attempt.iterdir() if p.is_dir()):
-                    if _kept_until(workdir) > now:
+                    if _kept_until(workdir / WORK) > now:
                         left = True
                         continue
                     record = TaskRecord.load(workdir / "task.json")
-                    if record is not None and record.alive():
-                        _signal_group(record, signal.SIGKILL)
+                    ended = (workdir / "exit_code").exists()  # its wrapper's last step
+                    if record is not None and not ended and record.alive():
+                        _signal_task(workdir, record, signal.SIGKILL)
                         left = True
                         removed.append(attempt.name)
                         continue
+                    sandbox.remove_gates(f"{attempt.name}/{workdir.name}")
+                    sandbox.remove_cgroups(
+                        self.sandbox.cgroup_root, f"{attempt.name}/{workdir.name}"
+                    )
                     shutil.rmtree(workdir, ignore_errors=True)
                     removed.append(attempt.name)
                 if not left:
@@ -328,6 +442,23 @@ class LocalBackend:
         return sorted(set(removed))
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _oom_kills(self, ref: str, workdir: Path) -> int:
+        """The OOM kills of an ended task, kept in its directory once its cgroups are gone."""
+        saved = _read(workdir / OOM_KILLS)
+        if saved is not None:
+            return int(saved) if saved.strip().isdigit() else 0
+        kills = sandbox.oom_kills(self.sandbox.cgroup_root, ref)
+        write_private(workdir / OOM_KILLS, str(kills))
+        sandbox.remove_cgroups(self.sandbox.cgroup_root, ref)
+        return kills
+
+    def _memory_mb(self, workdir: Path) -> str:
+        return (_read(workdir / MEMORY_MB) or "?").strip()
+
+    def work_dir(self, ref: str) -> Path:
+        """The task's own directory (``PAI_WORK_DIR``), in its control directory."""
+        return self._workdir(ref) / WORK
 
     def _workdir(self, ref: str) -> Path:
         """The working directory of ``ref``; ValueError when the ref would leave ``root``."""
@@ -360,6 +491,20 @@ class LocalBackend:
                 yield
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _signal_task(control: Path, record: TaskRecord, sig: signal.Signals) -> None:
+    """Signal a task: in its sandbox, the bootstrap's group (SIGTERM lets its exit steps run);
+    SIGKILL to the sandbox's pid 1 ends its whole pid namespace, whatever the task started."""
+    init = sandbox.sandbox_init(control, record.pid) if record.sandboxed else None
+    if init is not None:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(init, sig)
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(init, sig)
+        if sig != signal.SIGKILL:
+            return
+    _signal_group(record, sig)
 
 
 def _signal_group(record: TaskRecord, sig: signal.Signals) -> None:
@@ -399,6 +544,13 @@ def write_private(path: Path, content: str) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(content)
     os.chmod(path, 0o600)
+
+
+def _chown_tree(top: Path, uid: int, gid: int) -> None:
+    """``top`` and everything in it owned by the task's uid (its own working directory)."""
+    os.chown(top, uid, gid)
+    for path in top.rglob("*"):
+        os.chown(path, uid, gid, follow_symlinks=False)
 
 
 def _kept_until(workdir: Path) -> float:

@@ -1,0 +1,91 @@
+"""What the local backend's sandbox costs a task start (issue 18 aims under 50 ms).
+
+Two figures, each the median of ``RUNS`` runs of a task whose script is ``true``:
+
+- the task's command alone (``subprocess.run`` of what the wrapper execs): ``/bin/sh
+  bootstrap.sh`` unsandboxed against the sandbox's prelude (cgroups, as root the mount gates),
+  ``setpriv`` and ``bwrap``;
+- the whole launch, from ``LocalBackend.launch`` to its ``exit_code`` file, unsandboxed
+  (``SandboxConfig(enabled=False)``) and sandboxed: the wrapper's own steps are in both.
+
+Prints the figures, the headline (the sandbox's cost per start) last.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from clusters.backends.base import Placement, TaskLaunch  # noqa: E402
+from clusters.backends.local import LocalBackend, sandbox  # noqa: E402, I001
+from clusters.backends.local.sandbox import SandboxConfig  # noqa: E402
+
+RUNS = int(os.environ.get("BENCH_RUNS", "20"))
+
+
+def task(index: int) -> TaskLaunch:
+    return TaskLaunch(
+        f"bench-{index}", "worker", 0, 0, "true\n", {}, Placement("127.0.0.1", {}), 1, 256, 0
+    )
+
+
+def launch_to_exit(backend: LocalBackend, index: int) -> float:
+    start = time.perf_counter()
+    ref = backend.launch(task(index))
+    exit_code = backend.root / ref / "exit_code"
+    while not exit_code.exists():
+        time.sleep(0.001)
+    return time.perf_counter() - start
+
+
+def command_alone(backend: LocalBackend, index: int) -> float:
+    """The task's command as the wrapper runs it, timed on its own."""
+    ref = backend.launch(task(index))
+    control = backend.root / ref
+    while not (control / "exit_code").exists():
+        time.sleep(0.001)
+    command = ["/bin/sh", "./bootstrap.sh"]
+    if backend.sandbox.enabled:
+        t = task(index)
+        command = backend._sandbox_command(t, ref, control, None, _identity(backend, control))
+    start = time.perf_counter()
+    subprocess.run(command, cwd=control, env={"PATH": "/usr/bin:/bin"}, check=True)  # noqa: S603
+    return time.perf_counter() - start
+
+
+def _identity(backend: LocalBackend, control: Path) -> sandbox.TaskIdentity | None:
+    return sandbox.identity_for(backend.sandbox, None, control / "work")  # as launch() did
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as top:  # noqa: S108
+        plain = LocalBackend(Path(top) / "plain", sandbox_config=SandboxConfig(enabled=False))
+        boxed = LocalBackend(Path(top) / "boxed")
+        figures = {}
+        for name, backend in (("unsandboxed", plain), ("sandboxed", boxed)):
+            figures[f"command, {name}"] = median_ms(
+                [command_alone(backend, i) for i in range(RUNS)]
+            )
+            figures[f"launch to exit code, {name}"] = median_ms(
+                [launch_to_exit(backend, RUNS + i) for i in range(RUNS)]
+            )
+        for name, value in figures.items():
+            print(f"{name}: {value:.1f} ms (median of {RUNS})")
+        cost = figures["command, sandboxed"] - figures["command, unsandboxed"]
+        print(f"the sandbox costs a task start {cost:.1f} ms (as uid {os.geteuid()})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,409 @@
+"""The sandbox of a task on the local backend: bubblewrap (``bwrap``, Flatpak's sandbox).
+
+A task starts with nothing of the portal and gets what it needs: the system read-only, its own
+working directory read-write, a private ``/tmp``, ``/dev`` with only its GPUs' nodes, the
+storages it mounts, a ``/proc`` of its own pid namespace, and an environment built from scratch
+(``SYSTEM_PATH``, ``HOME`` and the task's variables). The portal's tree, its ``var/`` (secret key,
+SQLite database, Redis password), the task root with every other task, the portal user's home
+and the sockets of local databases are covered by empty tmpfs. The network is the host's: tasks
+of one job reach each other as on any cluster, and reach the portal's services only as anyone
+on the network would (with their passwords).
+
+When the portal runs as root, each portal user's tasks run under a uid of their own
+(``uid_base + user id``, ``setpriv`` drops every privilege before ``bwrap`` runs unprivileged),
+their working directories belong to that uid, and a memory (and cpu) cgroup per task enforces
+``memoryMB`` (and ``cpu``). As an ordinary user the portal still hides all of the above; the
+limits are then best effort (``RLIMIT_AS`` for memory, nothing for cpu).
+
+The sandbox's pid 1 is bwrap's init, whose only child is the task's bootstrap: when the bootstrap
+ends, init ends with its exit status and the kernel kills everything left in the pid namespace
+(``setsid``, ``nohup``, double forks included); killing init on Stop kills them all the same.
+``--info-fd`` writes init's host pid into the task's control directory (``SANDBOX_INFO``), where
+Stop (SIGTERM to init's process group: the bootstrap and what it did not move elsewhere, then
+SIGKILL to init) and the web terminal (``nsenter`` into its namespaces) find it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusters.backends.base import StorageMount
+from clusters.backends.local.process import proc_stat
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SANDBOX_INFO = "sandbox.json"  # bwrap's --info-fd, in the task's control directory
+PASSWD = "passwd"  # noqa: S105 - a file name; the sandbox's /etc/passwd (the system's, plus the task's uid)
+# Sockets of services on this machine that trust local connections: covered in every sandbox.
+LOCAL_SOCKET_DIRS = ("/run/postgresql", "/run/redis", "/run/mysqld")
+# The control nodes a CUDA program opens besides its GPUs' /dev/nvidia<N>.
+GPU_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
+CGROUP_V1 = Path("/sys/fs/cgroup")
+CGROUP_PARENT = "portal-tasks"
+CPU_PERIOD_US = 100_000
+# Run by the wrapper (as the portal's user) in place of the task: join the task's cgroups, then
+# open what bwrap copies into the sandbox (the bootstrap script and passwd file stay private to
+# the portal's user on the host) and exec the rest of the arguments (setpriv, bwrap, ...).
+#
+# As root, the task's uid may not pass through the directories above its working directory (or
+# a storage's): in a mount namespace of the prelude's own, each is bind-mounted at a gate under
+# ``GATES`` (0711), where bwrap, run as that uid, finds it. Nothing of it is seen outside.
+PRELUDE = f"""PATH={SYSTEM_PATH}
+boot=$1 users=$2; shift 2
+while [ "$1" != -- ]; do echo $$ >"$1" || exit 125; shift; done; shift
+if [ "$1" = --gates ]; then
+  shift
+  exec unshare --mount --propagation private -- /bin/sh -c '
+    while [ "$1" != -- ]; do mount --bind "$1" "$2" || exit 125; shift 2; done; shift
+    exec "$@"' gates "$@" 6>sandbox.json 8<"$boot" 9<"$users"
+fi
+exec "$@" 6>sandbox.json 8<"$boot" 9<"$users"
+"""
+GATES = Path("/run/portal-tasks")
+BOOTSTRAP_FD, PASSWD_FD, INFO_FD = "8", "9", "6"
+
+
+class SandboxMissing(RuntimeError):
+    """bwrap is not installed: tasks cannot be sandboxed on this machine."""
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """How the local backend sandboxes tasks (``LOCAL_SANDBOX*`` settings)."""
+
+    enabled: bool = True  # False only where an admin explicitly allowed unsandboxed tasks
+    uid_base: int = 200_000  # as root: a task of portal user N runs as uid_base + N
+    hidden: tuple[str, ...] = ()  # what a task must not see: the portal's tree, var/, ...
+    cgroup_root: Path = CGROUP_V1
+    bwrap: str = "bwrap"
+    # Directories every task sees read-write at the same path (LOCAL_SANDBOX_SHARED).
+    shared: tuple[str, ...] = field(default=())
+    dev_dir: Path = Path("/dev")  # where the GPUs' device nodes are
+
+
+@dataclass(frozen=True)
+class TaskIdentity:
+    """Who a task runs as: its uid and gid, and the name its passwd entry gives it."""
+
+    uid: int
+    gid: int
+    name: str
+    home: str
+
+
+def bwrap_path(config: SandboxConfig) -> str | None:
+    return shutil.which(config.bwrap)
+
+
+def identity_for(config: SandboxConfig, owner_id: int | None, work: Path) -> TaskIdentity | None:
+    """The uid a task of portal user ``owner_id`` runs as when the portal is root, else None
+    (the task runs as the portal's own user, inside the sandbox all the same)."""
+    name = task_user_name(config, owner_id)
+    if name is None:
+        return None
+    uid = config.uid_base + (owner_id or 0)
+    return TaskIdentity(uid=uid, gid=uid, name=name, home=str(work))
+
+
+def task_user_name(config: SandboxConfig, owner_id: int | None) -> str | None:
+    """The name of the uid portal user ``owner_id``'s tasks run as (``u<uid>``, in the passwd
+    file of their sandboxes), or None where they run as the portal's own user."""
+    if not config.enabled or os.geteuid() != 0:
+        return None
+    return f"u{config.uid_base + (owner_id or 0)}"
+
+
+def passwd_with(identity: TaskIdentity) -> str:
+    """The system's /etc/passwd plus the task's user, so that ``id``, ``ssh`` and ``sshd``
+    (which refuse a uid without a name) work in the sandbox."""
+    try:
+        system = Path("/etc/passwd").read_text()
+    except OSError:
+        system = ""
+    if system and not system.endswith("\n"):
+        system += "\n"
+    return f"{system}{identity.name}:x:{identity.uid}:{identity.gid}::{identity.home}:/bin/sh\n"
+
+
+def gpu_nodes(gpus: list[int] | None, dev_dir: Path = Path("/dev")) -> list[str]:
+    """The names of the device nodes of the GPUs a task was given (and of the control nodes
+    they need), those that exist in ``dev_dir``: the task's /dev has these and no other."""
+    if not gpus:
+        return []
+    names = [f"nvidia{index}" for index in gpus] + list(GPU_CONTROL_NODES)
+    return [name for name in names if (dev_dir / name).exists()]
+
+
+def bwrap_args(
+    config: SandboxConfig,
+    task_path: str,
+    work: Path,
+    bootstrap: Path,
+    gpus: list[int] | None,
+    storages: list[StorageMount],
+    shm_mb: int,
+    passwd: bool,
+    gates: dict[str, str] | None = None,
+    task_root: Path | None = None,
+) -> list[str]:
+    """bwrap's arguments for one task: its pid 1 (bwrap's init) runs the bootstrap.
+    ``gates`` maps a directory to bind to where bwrap finds it (``make_gates``): the task runs
+    as another uid than the portal's, which may not pass through the directories above."""
+    gates = gates or {}
+    # A /tmp and /dev/shm of the task's own, empty, gone with it.
+    args = [config.bwrap, "--ro-bind", "/", "/", "--tmpfs", "/tmp"]  # noqa: S108
+    binds = [str(work), *config.shared, *(store.path for store in storages)]
+    hidden = covered(
+        [*config.hidden, *LOCAL_SOCKET_DIRS, *([str(task_root)] if task_root else [])],
+        binds if gates else [],
+    )
+    for path in hidden:  # an empty tmpfs over it (read-only below): its files are gone
+        args += ["--tmpfs", path]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--size", str(max(1, shm_mb) * 1024 * 1024), "--tmpfs", "/dev/shm"]  # noqa: S108
+    for name in gpu_nodes(gpus, config.dev_dir):
+        args += ["--dev-bind", str(config.dev_dir / name), f"/dev/{name}"]
+    for path in config.shared:
+        args += ["--bind", gates.get(path, path), path]
+    for store in storages:
+        source = gates.get(store.path, store.path)
+        args += ["--ro-bind" if store.read_only else "--bind", source, store.path]
+    args += ["--bind", gates.get(str(work), str(work)), str(work)]
+    args += ["--ro-bind-data", BOOTSTRAP_FD, str(bootstrap)]
+    for path in hidden:  # after the binds under them: they made their mount points
+        args += ["--remount-ro", path]
+    if passwd:
+        args += ["--ro-bind-data", PASSWD_FD, "/etc/passwd"]
+    args += [
+        "--setenv",
+        "PATH",
+        task_path,  # the wrapper's tools came from the system's; the task's from its own
+        "--chdir",
+        str(work),
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--new-session",  # no TIOCSTI into a terminal outside; the group Stop signals
+        "--die-with-parent",
+        "--info-fd",
+        INFO_FD,
+        "/bin/sh",
+        str(bootstrap),
+    ]
+    return args
+
+
+def covered(hidden: list[str], binds: list[str]) -> list[str]:
+    """Where an empty tmpfs goes, parents first: each of ``hidden`` (those under /tmp aside:
+    /tmp is empty already) and, for a task of another uid, the highest directory it may not
+    pass through above each of ``binds`` (bwrap, run as that uid, makes the mount points)."""
+    points = [p for p in hidden if os.path.isdir(p) and not Path(p).is_relative_to("/tmp")]  # noqa: S108
+    for path in binds:
+        for parent in reversed(Path(path).parents):
+            if parent.is_relative_to("/tmp"):  # noqa: S108
+                break
+            try:
+                passable = parent.stat().st_mode & 0o001
+            except OSError:  # not there: bwrap says so when it binds
+                break
+            if not passable:
+                points.append(str(parent))
+                break
+    unique = dict.fromkeys(points)
+    return sorted(unique, key=lambda p: len(Path(p).parts))
+
+
+def drop_privileges(identity: TaskIdentity | None) -> list[str]:
+    """setpriv's arguments: the task's uid and gid, no groups, no capabilities, no new ones."""
+    ids = []
+    if identity is not None:
+        ids = [f"--reuid={identity.uid}", f"--regid={identity.gid}", "--clear-groups"]
+    return ["setpriv", *ids, "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+
+
+def memory_rlimit(memory_mb: int) -> list[str]:
+    """Without cgroups (the portal is not root): the address space bounded at a multiple of
+    ``memoryMB``, a best effort (virtual memory is not what a task uses; runtimes like CUDA's
+    reserve far more address space than memory, hence the margin)."""
+    if memory_mb <= 0:
+        return []
+    return ["prlimit", f"--as={memory_mb * 4 * 1024 * 1024}", "--"]
+
+
+def bind_sources(config: SandboxConfig, work: Path, storages: list[StorageMount]) -> list[str]:
+    return [str(work), *config.shared, *(store.path for store in storages)]
+
+
+def make_gates(ref: str, sources: list[str]) -> dict[str, str]:
+    """An empty mount point under ``GATES`` for each of ``sources`` (as root); empty where
+    ``GATES`` cannot be made (bwrap then needs a path the task's uid can pass through)."""
+    top = GATES / cgroup_name(ref)
+    try:
+        GATES.mkdir(mode=0o711, exist_ok=True)
+        GATES.chmod(0o711)
+        top.mkdir(mode=0o711, exist_ok=True)
+        gates = {}
+        for number, source in enumerate(dict.fromkeys(sources)):
+            (top / str(number)).mkdir(mode=0o700, exist_ok=True)
+            gates[source] = str(top / str(number))
+    except OSError:
+        return {}
+    return gates
+
+
+def remove_gates(ref: str) -> None:
+    shutil.rmtree(GATES / cgroup_name(ref), ignore_errors=True)
+
+
+def task_command(
+    bootstrap: Path,
+    passwd_file: str,
+    cgroup_procs: list[Path],
+    privileges: list[str],
+    bwrap: list[str],
+    gates: dict[str, str] | None = None,
+) -> list[str]:
+    """The argv the wrapper runs as the task: PRELUDE, then setpriv, then bwrap."""
+    mounts = []
+    if gates:
+        mounts = ["--gates", *(p for pair in gates.items() for p in pair), "--"]
+    return [
+        "/bin/sh",
+        "-c",
+        PRELUDE,
+        "sandbox",
+        str(bootstrap),
+        passwd_file,
+        *(str(p) for p in cgroup_procs),
+        "--",
+        *mounts,
+        *privileges,
+        *bwrap,
+    ]
+
+
+def sandbox_init(control: Path, bwrap_pid: int | None) -> int | None:
+    """The host pid of the sandbox's pid 1 (the bootstrap), or None when it has ended or is not
+    there yet. Checked to be a child of the task's bwrap, so a reused pid is never signalled."""
+    try:
+        pid = int(json.loads((control / SANDBOX_INFO).read_text())["child-pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if bwrap_pid is None or parent_of(pid) != bwrap_pid:
+        return None
+    stat = proc_stat(pid)
+    return pid if stat is not None and stat[0] not in ("Z", "X", "x") else None
+
+
+def parent_of(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("PPid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def shell_command(init_pid: int, uid: int | None, work: Path) -> list[str]:
+    """An interactive shell in the running sandbox of ``init_pid`` (its mounts, its pid
+    namespace, as the task's uid, without capabilities), the pty as controlling terminal."""
+    gid = os.getegid() if uid is None else uid
+    uid = os.geteuid() if uid is None else uid
+    shell = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
+    return [
+        "nsenter",
+        f"--target={init_pid}",
+        "--user",
+        "--mount",
+        "--pid",
+        "--root",
+        "--wd",
+        f"--setuid={uid}",
+        f"--setgid={gid}",
+        "--",
+        "setpriv",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+        "setsid",
+        "-c",
+        "/bin/sh",
+        "-c",
+        'cd "$0" 2>/dev/null; exec "$@"',
+        str(work),
+        shell,
+        "-i",
+    ]
+
+
+# -- cgroups (v1, as root) -------------------------------------------------------------------
+
+
+def cgroup_name(ref: str) -> str:
+    return ref.replace("/", ".")
+
+
+def create_cgroups(root: Path, ref: str, memory_mb: int, cpu: int) -> list[Path]:
+    """A memory cgroup (and a cpu one) for the task, limited to ``memory_mb`` (swap included
+    where the kernel accounts it) and ``cpu`` cores; their ``cgroup.procs`` to join. Empty where
+    cgroup v1 is not writable (not root, or no such hierarchy): limits are then best effort."""
+    procs = []
+    remove_cgroups(root, ref)  # a stale one (same ref) would bring its limits and OOM count
+    memory = _cgroup_dir(root, "memory", ref)
+    if memory_mb > 0 and memory is not None:
+        limit = str(memory_mb * 1024 * 1024)
+        swap = memory / "memory.memsw.limit_in_bytes"
+        # memory + swap may never be below memory alone: the order depends on the old values.
+        try:
+            (memory / "memory.limit_in_bytes").write_text(limit)
+        except OSError:
+            swap.write_text(limit)
+            (memory / "memory.limit_in_bytes").write_text(limit)
+        if swap.exists():
+            swap.write_text(limit)  # no swapping past memoryMB either
+        procs.append(memory / "cgroup.procs")
+    cpus = _cgroup_dir(root, "cpu", ref)
+    if cpu > 0 and cpus is not None:
+        (cpus / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+        (cpus / "cpu.cfs_quota_us").write_text(str(cpu * CPU_PERIOD_US))
+        procs.append(cpus / "cgroup.procs")
+    return procs
+
+
+def _cgroup_dir(root: Path, controller: str, ref: str) -> Path | None:
+    parent = root / controller / CGROUP_PARENT
+    if os.geteuid() != 0 or not (root / controller).is_dir():
+        return None
+    try:
+        parent.mkdir(exist_ok=True)
+        path = parent / cgroup_name(ref)
+        path.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    return path
+
+
+def oom_kills(root: Path, ref: str) -> int:
+    """How many of the task's processes the kernel killed for going over its memory limit."""
+    path = root / "memory" / CGROUP_PARENT / cgroup_name(ref) / "memory.oom_control"
+    try:
+        for line in path.read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def remove_cgroups(root: Path, ref: str) -> None:
+    """Remove the task's cgroups (the kernel refuses while a process is left in one)."""
+    for controller in ("memory", "cpu"):
+        with contextlib.suppress(OSError):
+            (root / controller / CGROUP_PARENT / cgroup_name(ref)).rmdir()

@@ -1,0 +1,225 @@
+"""The local backend's sandbox (``clusters/backends/local/sandbox.py``): GPUs by device node, the
+terminal inside the task's sandbox, and no task of an ordinary user without bwrap."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusters import registry
+from clusters.backends.base import Placement, TaskLaunch, TaskPhase
+from clusters.backends.local import LocalBackend, LocalBackendError
+from clusters.backends.local.pty import PtySession
+from clusters.backends.local.sandbox import CGROUP_V1, SandboxConfig, bwrap_args, sandbox_init
+from jobs import lifecycle
+from jobs.models import Task
+from jobs.states import JobState
+from tests.backends.test_local import phase_of, record_pid, two_gpus, wait_until_ended
+from tests.jobs.helpers import settle
+from tests.jobs.samples import hello_job
+from tests.waiting import wait_for
+
+__all__ = ["two_gpus"]  # the fake nvidia-smi fixture, shared with test_local
+
+
+def task(script: str, *, gpu: int = 0, owner_is_admin: bool = False, index: int = 0) -> TaskLaunch:
+    return TaskLaunch(
+        attempt_key="job-1-a1",
+        role="worker",
+        index=index,
+        retry=0,
+        script=script,
+        env={},
+        placement=Placement(ip="127.0.0.1", ports={}),
+        cpu=1,
+        memory_mb=256,
+        gpu=gpu,
+        owner_id=3,
+        owner_is_admin=owner_is_admin,
+    )
+
+
+@pytest.fixture
+def fake_dev() -> Iterator[Path]:
+    """Two GPUs' device nodes and the control node, as files where any uid may pass."""
+    path = Path(tempfile.mkdtemp(prefix="fake-dev-", dir="/var/tmp"))  # noqa: S108
+    path.chmod(0o755)
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-fake-other"):
+        (path / name).write_text(name)
+        (path / name).chmod(0o644)
+    yield path
+    shutil.rmtree(path)
+
+
+def test_bwrap_binds_only_the_device_nodes_of_the_tasks_gpus(fake_dev: Path):
+    config = SandboxConfig(dev_dir=fake_dev)
+    args = bwrap_args(config, "/bin", Path("/w"), Path("/w.sh"), [1], [], 64, passwd=False)
+    binds = [args[i + 1 : i + 3] for i, arg in enumerate(args) if arg == "--dev-bind"]
+    assert binds == [
+        [f"{fake_dev}/nvidia1", "/dev/nvidia1"],
+        [f"{fake_dev}/nvidiactl", "/dev/nvidiactl"],
+    ]
+    no_gpu = bwrap_args(config, "/bin", Path("/w"), Path("/w.sh"), [], [], 64, passwd=False)
+    assert "--dev-bind" not in no_gpu
+
+
+@pytest.mark.usefixtures("two_gpus")
+def test_a_task_sees_the_device_nodes_of_its_gpus_and_no_other(tmp_path: Path, fake_dev: Path):
+    backend = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig(dev_dir=fake_dev))
+    first = backend.launch(task("ls /dev | grep nvidia; sleep 30", gpu=1))
+    second = backend.launch(task("ls /dev | grep nvidia", gpu=1, index=1))
+    assert wait_until_ended(backend, second) == TaskPhase.SUCCEEDED
+    wait_for(lambda: backend.read_log(first, "stdout"))
+    seen = {backend.read_log(ref, "stdout").decode() for ref in (first, second)}
+    assert seen == {"nvidia0\nnvidiactl\n", "nvidia1\nnvidiactl\n"}
+    backend.stop([first])
+
+
+def test_the_terminal_lands_in_the_tasks_sandbox_as_its_uid(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks")
+    ref = backend.launch(task("sleep 30"))
+    wait_for(lambda: phase_of(backend, ref) == TaskPhase.RUNNING)
+    spec = backend.shell(ref)
+    assert spec is not None
+    session = PtySession(spec)
+    manage_py = Path(__file__).resolve().parents[2] / "manage.py"
+    try:
+        session.write(
+            f"echo uid=$(id -u) pwd=$(pwd) procs=$(ls /proc | grep -c '^[0-9]');"
+            f" cat {manage_py} || echo no-portal-tree; echo end-$((6*7))\n".encode()
+        )
+        seen = b""
+        while b"end-42" not in seen:
+            chunk = session.read(10)
+            assert chunk, f"the shell ended or said nothing: {seen!r}"
+            seen += chunk
+    finally:
+        session.close()
+        backend.stop([ref])
+    text = seen.decode(errors="replace")
+    uid = 200_003 if os.geteuid() == 0 else os.geteuid()  # LOCAL_TASK_UID_BASE + owner 3
+    assert f"uid={uid} pwd={backend.work_dir(ref)} procs=" in text
+    procs = int(text.split("procs=")[-1].split()[0])
+    assert procs < 10  # the sandbox's own: init, the task, the shell and its commands
+    assert "no-portal-tree" in text.split("end-42")[0]
+
+
+def test_without_bwrap_an_ordinary_users_task_is_refused_and_says_why(tmp_path: Path):
+    backend = LocalBackend(tmp_path, sandbox_config=SandboxConfig(bwrap="/nonexistent/bwrap"))
+    with pytest.raises(LocalBackendError, match=r"bwrap \(the Debian package bubblewrap\)"):
+        backend.launch(task("echo hello"))
+    ref = backend.launch(task("echo hello", owner_is_admin=True))  # an admin's own task runs
+    assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
+    assert b"[portal] this task runs unsandboxed" in backend.read_log(ref, "stderr")  # says so
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_bwrap_the_job_of_an_ordinary_user_fails_with_the_reason(alice, admin, settings):
+    settings.LOCAL_SANDBOX_BWRAP = "/nonexistent/bwrap"
+    backend = registry.get_backend()
+    job = settle(backend, lifecycle.submit(alice, hello_job("unsandboxed")))
+    task_row = Task.objects.get(attempt__job=job)
+    assert job.state == JobState.FAILED
+    assert "is not installed on this machine" in task_row.diagnostics
+    admins = settle(backend, lifecycle.submit(admin, hello_job("admins")))
+    assert admins.state == JobState.SUCCEEDED
+
+
+REPO = Path(__file__).resolve().parents[2]
+AS_ORDINARY_USER = """\
+import sys, time
+from pathlib import Path
+from clusters.backends.base import Placement, TaskLaunch
+from clusters.backends.local import LocalBackend
+from clusters.backends.local.sandbox import SandboxConfig
+
+top = Path(sys.argv[1])
+backend = LocalBackend(top / "tasks", sandbox_config=SandboxConfig(hidden=(str(top / "var"),)))
+script = (
+    "id -u; ls /proc | grep -c '^[0-9]'; cat %s/var/secret_key || echo hidden-var\\n"
+    "python3 -c 'b = bytearray(1024 ** 3)' 2>/dev/null || echo no-gibibyte-for-memoryMB-100\\n"
+) % top
+launch = TaskLaunch("job-1-a1", "worker", 0, 0, script, {}, Placement("127.0.0.1", {}), 1, 100, 0)
+ref = backend.launch(launch)
+while backend.observe([ref])[ref].phase.value not in ("succeeded", "failed"):
+    time.sleep(0.05)
+print(backend.read_log(ref, "stdout").decode(), end="")
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="becomes another user (as an ordinary user, every test is this one)"
+)
+def test_a_portal_run_by_an_ordinary_user_still_sandboxes_its_tasks():
+    """Without root: the task runs as the portal's user, in the sandbox all the same (its own
+    pid namespace, var/ hidden), its memory bounded by RLIMIT_AS (a best effort)."""
+    top = Path(tempfile.mkdtemp(prefix="ordinary-", dir="/var/tmp"))  # noqa: S108
+    try:
+        (top / "var").mkdir()
+        (top / "var" / "secret_key").write_text("s3cret")
+        for path in (top, top / "var", top / "var" / "secret_key"):
+            os.chown(path, 65534, 65534)
+        script = top / "run.py"
+        script.write_text(AS_ORDINARY_USER)
+        done = subprocess.run(  # noqa: S603
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                sys.executable,
+                str(script),
+                str(top),
+            ],
+            cwd=REPO,
+            env={"PATH": os.environ["PATH"], "HOME": str(top), "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        uid, procs, *rest = done.stdout.splitlines()
+        assert uid == "65534"
+        assert int(procs) < 6
+        assert rest == ["hidden-var", "no-gibibyte-for-memoryMB-100"]
+    finally:
+        shutil.rmtree(top)
+
+
+def test_a_task_root_below_a_private_directory_works_and_its_neighbours_are_covered():
+    """The task's uid may not pass through the portal's private directories: where they lie
+    above its work directory they are covered by an empty tmpfs, their files out of view."""
+    top = Path(tempfile.mkdtemp(prefix="private-", dir="/var/tmp"))  # noqa: S108 - mode 0700
+    try:
+        (top / "neighbour.txt").write_text("the portal's")
+        (top / "neighbour.txt").chmod(0o644)
+        backend = LocalBackend(top / "tasks")
+        ref = backend.launch(task(f"ls -A {top}; cat {top}/neighbour.txt || echo covered"))
+        assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
+        assert backend.read_log(ref, "stdout") == b"tasks\ncovered\n"
+    finally:
+        shutil.rmtree(top)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root (else a best effort)")
+def test_a_task_runs_in_cgroups_limited_to_its_memory_and_cpu(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks")
+    ref = backend.launch(task("sleep 30"))  # memoryMB 256, cpu 1
+    try:
+        pid = wait_for(lambda: sandbox_init(tmp_path / "tasks" / ref, record_pid(backend, ref)))
+        groups = Path(f"/proc/{pid}/cgroup").read_text()
+        name = ref.replace("/", ".")
+        assert f"/portal-tasks/{name}" in groups
+        memory = CGROUP_V1 / "memory" / "portal-tasks" / name
+        assert (memory / "memory.limit_in_bytes").read_text().strip() == str(256 * 1024 * 1024)
+        cpu = CGROUP_V1 / "cpu" / "portal-tasks" / name
+        assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "100000"
+    finally:
+        backend.stop([ref])

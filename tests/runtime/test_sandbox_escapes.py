@@ -1,0 +1,203 @@
+"""A job is hostile code: as alice, it tries every way out of its sandbox into the portal or into
+bob's work, and each attempt fails (its log shows each one blocked, nothing escaped); over its
+memoryMB it is killed and reported as out of memory; after Stop nothing it started is left.
+
+The task root is where production keeps it (in ``var/``, not under ``/tmp``, which every sandbox
+has of its own anyway), so that hiding the portal's tree is what is tested."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusters import registry
+from clusters.backends.local import LocalBackend
+from jobs import lifecycle
+from jobs.models import Job, Task
+from jobs.states import JobState, TaskState
+from portal.management.commands.runportal import Command, kill_group
+from portal.secretkey import load_or_create_secret_key
+from tests.jobs.helpers import reconcile_until, settle
+from tests.runtime.jobs import one_role
+from tests.support.processes import processes_running
+from tests.support.servers import free_port
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SSH_PLUGIN = """\
+extras:
+  com.microsoft.pai.runtimeplugin:
+    - plugin: ssh
+      parameters: {jobssh: true}
+"""
+
+# Each attempt prints "blocked <what>" when it fails and "ESCAPED <what>" when it works.
+CHECK = (
+    'check() { what=$1; shift; if "$@" >/dev/null 2>&1; then echo "ESCAPED $what"; '
+    'else echo "blocked $what"; fi; }'
+)
+# A Redis command over a bare TCP connection (bash's /dev/tcp): succeeds on +PONG only.
+REDIS_PING = (
+    'redis_ping() { exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1; printf "PING\\r\\n" >&3; '
+    'read -r line <&3; exec 3>&-; case "$line" in +PONG*) return 0 ;; esac; return 1; }'
+)
+
+
+@pytest.fixture
+def portal_var(settings) -> Iterator[Path]:
+    """A var/ of the portal's own, in its tree (its secret key, its task root)."""
+    var = Path(settings.BASE_DIR) / "var" / f"escape-test-{uuid.uuid4().hex[:8]}"
+    var.mkdir(parents=True, mode=0o700)
+    load_or_create_secret_key(var / "secret_key")
+    settings.VAR_DIR = var
+    settings.LOCAL_TASK_ROOT = var / "tasks"
+    registry.get_backend.cache_clear()
+    yield var
+    shutil.rmtree(var, ignore_errors=True)
+
+
+@pytest.fixture
+def private_redis(settings, portal_var: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    """The Redis ``make run`` starts when none answers, with its password."""
+    port, tests_redis = free_port(), settings.REDIS_URL
+    settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
+    monkeypatch.setenv("REDIS_URL", settings.REDIS_URL)
+    child = Command().ensure_redis({})
+    assert child is not None and child.process is not None
+    settings.REDIS_URL = tests_redis  # the portal under test keeps the tests' own Redis
+    yield port
+    kill_group(child.process, signal.SIGKILL)
+    child.process.wait()
+
+
+@pytest.fixture
+def portal_process() -> Iterator[subprocess.Popen[bytes]]:
+    """A process of the portal's user that no task may signal."""
+    process = subprocess.Popen(["sleep", "600"])  # noqa: S607
+    yield process
+    process.kill()
+    process.wait()
+
+
+def running_task(backend: LocalBackend, job: Job) -> Task:
+    reconcile_until(
+        backend, lambda: Task.objects.filter(attempt__job=job, state=TaskState.RUNNING).exists()
+    )
+    return Task.objects.get(attempt__job=job)
+
+
+def test_a_hostile_job_reaches_nothing_of_the_portal_nor_of_another_user(
+    alice, bob, portal_var, private_redis, backend, portal_process, monkeypatch, settings
+):
+    monkeypatch.setenv("SECRET_KEY", "portal-secret-in-its-environment")
+    marker = Path(settings.VAR_DIR) / "readable-by-anyone.txt"
+    marker.write_text("the portal's\n")
+    marker.chmod(0o644)  # only the sandbox keeps a task from it
+    base = Path(settings.BASE_DIR)
+    assert (base / "manage.py").stat().st_mode & 0o004  # world-readable on the host
+
+    bobs_job = lifecycle.submit(bob, one_role("bobs", ["sleep 120"], SSH_PLUGIN))
+    bobs_task = running_task(backend, bobs_job)
+    bobs_control = backend.root / bobs_task.backend_ref
+    bobs_work = backend.work_dir(bobs_task.backend_ref)
+    wait_for(lambda: (bobs_work / ".ssh" / "id_job").exists())
+    bobs_pid = int(json.loads((bobs_control / "task.json").read_text())["pid"])
+
+    written = base / f"escaped-{uuid.uuid4().hex[:6]}"
+    attempts = [
+        CHECK,
+        REDIS_PING,
+        f"check secret_key cat {settings.VAR_DIR}/secret_key",
+        f"check var_file cat {marker}",
+        f"check redis_password cat {settings.VAR_DIR}/redis_password",
+        f"check portal_tree cat {base}/manage.py",
+        f"check settings cat {base}/portal/settings.py",
+        f"check write_tree touch {written}",
+        f"check other_log cat {bobs_control}/stdout.log",
+        f"check other_script cat {bobs_control}/bootstrap.sh",
+        f"check other_dir ls {bobs_work}",
+        f"check other_ssh_key cat {bobs_work}/.ssh/id_job",
+        f"check portal_environ cat /proc/{os.getpid()}/environ",
+        f"check portal_signal kill -TERM {portal_process.pid}",
+        f"check other_signal kill -TERM {bobs_pid}",
+        f"check redis_without_password redis_ping {private_redis}",
+        "if env | grep -qE '^(SECRET_KEY|DATABASE_URL|REDIS_URL)='; "
+        "then echo 'ESCAPED environment'; else echo 'blocked environment'; fi",
+        "echo processes: $(ls /proc | grep -c '^[0-9]')",
+    ]
+    job = settle(backend, lifecycle.submit(alice, one_role("escape", attempts)))
+
+    task = Task.objects.get(attempt__job=job)
+    log = backend.read_log(task.backend_ref, "stdout").decode()
+    assert job.state == JobState.SUCCEEDED, backend.read_log(task.backend_ref, "stderr")
+    assert "ESCAPED" not in log, log
+    blocked = [line.split()[1] for line in log.splitlines() if line.startswith("blocked ")]
+    assert blocked == [
+        "secret_key",
+        "var_file",
+        "redis_password",
+        "portal_tree",
+        "settings",
+        "write_tree",
+        "other_log",
+        "other_script",
+        "other_dir",
+        "other_ssh_key",
+        "portal_environ",
+        "portal_signal",
+        "other_signal",
+        "redis_without_password",
+        "environment",
+    ], log
+    # Its own processes only: bwrap's init, the bootstrap, the user's script and ls.
+    assert int(log.split("processes: ")[1].split()[0]) <= 6, log
+    assert portal_process.poll() is None
+    assert not written.exists()
+    assert Task.objects.get(id=bobs_task.id).state == TaskState.RUNNING
+    lifecycle.stop(Job.objects.get(id=bobs_job.id), bob)
+    settle(backend, bobs_job)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="memory cgroups need root (else a best effort)")
+def test_a_task_over_its_memory_is_killed_and_reported_out_of_memory(alice, backend):
+    allocate = "python3 -c \"s = b'x' * (256 * 1024 * 1024); print('allocated', len(s))\""
+    text = one_role("hog", [allocate]).replace("memoryMB: 128", "memoryMB: 64")
+    job = settle(backend, lifecycle.submit(alice, text))
+    task = Task.objects.get(attempt__job=job)
+    assert job.state == JobState.FAILED
+    assert "allocated" not in backend.read_log(task.backend_ref, "stdout").decode()
+    assert task.exit_code == 137
+    assert "OOMKilled: the task went over its memoryMB (64 MB)" in task.diagnostics
+    assert task.exit_spec["phrase"] == "Out of memory"
+    assert "Out of memory" in job.reason
+
+
+def test_stop_leaves_nothing_behind_whatever_the_job_started(alice, backend, shared):
+    started = shared / "started"
+    commands = [
+        "setsid sleep 3331 &",
+        "nohup sleep 3332 >/dev/null 2>&1 &",
+        "(sleep 3333 &) &",  # a double fork: adopted by the sandbox's init
+        "sh -c 'trap \"\" TERM HUP; exec sleep 3334' &",  # deaf to SIGTERM
+        f"touch {started}",
+        "sleep 3335",
+    ]
+    job = lifecycle.submit(alice, one_role("leaver", commands))
+    running_task(backend, job)
+    sleeps = [["sleep", str(n)] for n in range(3331, 3336)]
+    wait_for(lambda: started.exists() and all(processes_running(argv) for argv in sleeps))
+
+    assert lifecycle.stop(Job.objects.get(id=job.id), alice)
+    job = settle(backend, job)
+
+    assert job.state == JobState.STOPPED
+    wait_for(lambda: not any(processes_running(argv) for argv in sleeps))
