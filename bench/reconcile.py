@@ -60,7 +60,7 @@ def populate(cluster: object, tasks: int) -> None:
     from django.contrib.auth.models import User
     from django.utils import timezone
 
-    from clusters.backends import k8s_manifests as m
+    from clusters.backends.kubernetes import manifests as m
     from clusters.models import VirtualCluster
     from jobs.models import Job, JobAttempt, Task
     from jobs.protocol import load_job
@@ -91,7 +91,7 @@ def populate(cluster: object, tasks: int) -> None:
 
 
 def pod_of(key: str, name: str, ip: str, node: str) -> dict[str, object]:
-    from clusters.backends import k8s_manifests as m
+    from clusters.backends.kubernetes import manifests as m
 
     state = {"running": {"startedAt": "2026-01-02T03:04:05Z"}}
     return {
@@ -156,8 +156,8 @@ def main() -> None:
     from fake_apiserver import serve
     from kubernetes import client
 
-    from clusters.backends.k8s_api import api_client_for
-    from clusters.backends.kubernetes import KubernetesBackend
+    from clusters.backends.kubernetes.api import api_client_for
+    from clusters.backends.kubernetes.backend import KubernetesBackend
 
     steady: dict[int, tuple[float, int]] = {}
     for tasks in (1_000, 10_000):

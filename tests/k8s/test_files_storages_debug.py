@@ -9,9 +9,9 @@ import pytest
 from fake_apiserver import FakeCluster
 from test_kubernetes_backend import KEY, SHAPES, launch_all, launch_of, name_of, running
 
-from clusters.backends import k8s_manifests as m
 from clusters.backends.base import StorageMount
-from clusters.backends.kubernetes import KubernetesBackend
+from clusters.backends.kubernetes import manifests as m
+from clusters.backends.kubernetes.backend import KubernetesBackend
 
 KEY_TEXT = "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n-----END OPENSSH PRIVATE KEY-----\n"
 FILES = {".ssh/id_job": KEY_TEXT}
@@ -89,7 +89,7 @@ def test_a_local_dir_storage_is_refused_with_a_reason_and_nothing_is_created(
 def test_a_local_dir_storage_is_a_host_path_when_the_admin_allows_it(apiserver, cluster):
     from kubernetes import client
 
-    from clusters.backends.k8s_api import api_client_for
+    from clusters.backends.kubernetes.api import api_client_for
 
     api = api_client_for(client.Configuration(host=apiserver[0]))
     options = m.K8sOptions(allow_host_path_storage=True)

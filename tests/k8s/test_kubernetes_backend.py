@@ -6,8 +6,8 @@ import pytest
 from fake_apiserver import FakeCluster
 
 from clusters.backends.base import Placement, TaskLaunch, TaskPhase, TaskShape
-from clusters.backends.k8s_api import KubernetesUnavailable
-from clusters.backends.kubernetes import KubernetesBackend
+from clusters.backends.kubernetes.api import KubernetesUnavailable
+from clusters.backends.kubernetes.backend import KubernetesBackend
 
 KEY = "job7-a0"
 SHAPES = [

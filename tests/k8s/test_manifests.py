@@ -10,8 +10,8 @@ import yaml
 from fake_apiserver import FakeCluster
 from test_kubernetes_backend import launch_all
 
-from clusters.backends import k8s_manifests as m
-from clusters.backends.kubernetes import KubernetesBackend
+from clusters.backends.kubernetes import manifests as m
+from clusters.backends.kubernetes.backend import KubernetesBackend
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 

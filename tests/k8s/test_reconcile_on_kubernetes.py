@@ -109,7 +109,7 @@ def with_plugins(name: str, storage: str) -> str:
 
 
 def test_the_ssh_key_is_a_mounted_file_and_a_pvc_is_mounted(alice, k8s, cluster: FakeCluster):
-    from clusters.backends import k8s_manifests as m
+    from clusters.backends.kubernetes import manifests as m
     from clusters.models import Storage
 
     Storage.objects.create(name="datasets", kind="pvc", claim_name="ds-claim", open_to_all=True)

@@ -9,7 +9,7 @@ import yaml
 from fake_apiserver import FakeCluster
 
 from clusters import registry
-from clusters.backends.kubernetes import KubernetesBackend
+from clusters.backends.kubernetes.backend import KubernetesBackend
 
 
 def kubeconfig(path: Path, url: str) -> Path:

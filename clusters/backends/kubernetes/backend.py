@@ -3,8 +3,8 @@
 A task's ref is ``<attempt key>/<pod name>``. Each task is reachable at the stable DNS name
 ``<role>-<index>.<service>`` of the attempt's headless Service (pod IPs are unknown before the
 scheduler runs), so ``PAI_HOST_IP_*`` are DNS names here, and its ports are fixed per pod from
-``port_base`` upward. The manifests live in ``k8s_manifests``, the pod-to-observation mapping in
-``k8s_observe``, the retries in ``k8s_api``.
+``port_base`` upward. The manifests live in ``manifests``, the pod-to-observation mapping in
+``observe``, the retries in ``api``, the exec terminal in ``terminal``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from clusters.backends import k8s_manifests as m
 from clusters.backends.base import (
     LOG_CHUNK_BYTES,
     Capacity,
@@ -28,14 +27,15 @@ from clusters.backends.base import (
     TaskPhase,
     TaskShape,
 )
-from clusters.backends.k8s_api import JSON, RetryPolicy, body, call, describe
-from clusters.backends.k8s_exec import SHELL_COMMAND, ExecSession, open_exec
-from clusters.backends.k8s_observe import (
+from clusters.backends.kubernetes import manifests as m
+from clusters.backends.kubernetes.api import JSON, RetryPolicy, body, call, describe
+from clusters.backends.kubernetes.observe import (
     capacity_of,
     debug_keep_until,
     node_capacities,
     observe_pod,
 )
+from clusters.backends.kubernetes.terminal import SHELL_COMMAND, ExecSession, open_exec
 
 log = logging.getLogger(__name__)
 _HOST = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
