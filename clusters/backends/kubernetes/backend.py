@@ -311,22 +311,6 @@ class KubernetesBackend:
             return iter(())
         return _streamed(response, chunk_bytes)
 
-    def follow_log(self, ref: str) -> Iterator[bytes]:
-        """The pod's log as it grows, until the container ends (or the connection does)."""
-        response = self._call(
-            f"follow log of {ref}",
-            self.core.read_namespaced_pod_log,
-            ref.rpartition("/")[2],
-            self.namespace,
-            container="main",
-            follow=True,
-            _preload_content=False,
-        )
-        try:
-            yield from response.stream(4096)
-        finally:
-            response.release_conn()
-
     def shell(self, ref: str) -> ExecSession | None:
         """An interactive shell in the task's container (a pod exec stream with a tty, in
         ``$PAI_WORK_DIR`` with the task's environment); None when it cannot be opened (the pod
