@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import kubernetes_validate
 import pytest
-from fake_apiserver import FakeCluster
 from test_kubernetes_backend import KEY, SHAPES, launch_all, launch_of, name_of, running
 
 from clusters.backends.base import StorageMount
 from clusters.backends.kubernetes import manifests as m
 from clusters.backends.kubernetes.backend import KubernetesBackend
+from tests.support.fake_apiserver import FakeCluster
 
 KEY_TEXT = "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n-----END OPENSSH PRIVATE KEY-----\n"
 FILES = {".ssh/id_job": KEY_TEXT}

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from fake_apiserver import FakeCluster
 
 from clusters.backends.base import Placement, TaskLaunch, TaskPhase, TaskShape
 from clusters.backends.kubernetes.api import KubernetesUnavailable
 from clusters.backends.kubernetes.backend import KubernetesBackend
+from tests.support.fake_apiserver import FakeCluster
 
 KEY = "job7-a0"
 SHAPES = [

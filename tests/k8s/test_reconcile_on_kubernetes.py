@@ -6,13 +6,13 @@ import textwrap
 
 import kubernetes_validate
 import pytest
-from fake_apiserver import FakeCluster
 from test_kubernetes_backend import running, terminated
 
 from jobs import lifecycle
 from jobs.models import Job, Task
 from jobs.reconcile import run_pass
 from jobs.states import JobState, TaskState
+from tests.support.fake_apiserver import FakeCluster
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,6 @@ import json
 
 import pytest
 from channels.db import database_sync_to_async
-from fake_apiserver import FakeCluster
 from test_kubernetes_backend import running
 
 from jobs import lifecycle, terminal
@@ -17,6 +16,7 @@ from jobs.states import TaskState
 from tests.jobs.helpers import settle
 from tests.jobs.samples import hello_job
 from tests.jobs.test_terminal import open_terminal, read_until
+from tests.support.fake_apiserver import FakeCluster
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
