@@ -1,7 +1,7 @@
 """One reconcile pass over 10,000 live tasks on the Kubernetes backend: its time and SQL queries.
 
-A fake API server on loopback (tests/support/fake_apiserver.py) answers the pod list; PostgreSQL holds
-the jobs, in a fresh database ``bench_reconcile`` of the server at ``BENCH_PG`` (default the
+A fake API server on loopback (tests/support/fake_apiserver.py) answers the pod list; PostgreSQL
+holds the jobs, in a fresh database ``bench_reconcile`` of the server at ``BENCH_PG`` (default the
 local one). Each job has one role of 10 running tasks. The pass is measured at 1,000 and 10,000
 tasks, in the steady state (nothing changed) and with 1% of the tasks just finished, to show
 which queries grow with the number of tasks. The news a pass publishes goes through the real
