@@ -7,7 +7,7 @@ import pytest
 from clusters.backends.base import Placement, TaskLaunch, TaskPhase, TaskShape
 from clusters.backends.kubernetes.api import KubernetesUnavailable
 from clusters.backends.kubernetes.backend import KubernetesBackend
-from tests.support.fake_apiserver import FakeCluster
+from tests.support.fake_apiserver import FakeCluster, strings
 
 KEY = "job7-a0"
 SHAPES = [
@@ -86,7 +86,7 @@ def test_launch_creates_a_headless_service_scripts_and_owned_pods(k8s, cluster: 
     assert pod["metadata"]["labels"]["gpu-portal/role"] == "worker"
     assert pod["metadata"]["ownerReferences"][0]["uid"] == service["metadata"]["uid"]
     script = cluster.objects[("secrets", "default", name_of(refs[1]))]
-    assert script["stringData"]["bootstrap.sh"] == "#!/bin/sh\necho worker-0\n"
+    assert strings(script)["bootstrap.sh"] == "#!/bin/sh\necho worker-0\n"
 
 
 def test_launching_the_same_task_twice_is_harmless(k8s, cluster: FakeCluster):
@@ -345,7 +345,7 @@ def test_no_terminal_opens_into_a_pod_that_is_gone(k8s, cluster: FakeCluster):
 def test_the_terminals_shell_reads_the_tasks_environment_from_its_secret(k8s, cluster: FakeCluster):
     refs = launch_all(k8s)
     secret = cluster.objects[("secrets", "default", name_of(refs[0]))]
-    assert secret["stringData"]["env.sh"] == "export PAI_HOST_IP_worker_0=worker-0.pai-job7-a0\n"
+    assert strings(secret)["env.sh"] == "export PAI_HOST_IP_worker_0=worker-0.pai-job7-a0\n"
     pod = cluster.objects[("pods", "default", name_of(refs[0]))]
     (volume,) = (v for v in pod["spec"]["volumes"] if v["name"] == "bootstrap")
     assert {"key": "env.sh", "path": "env.sh", "mode": 0o444} in volume["secret"]["items"]
