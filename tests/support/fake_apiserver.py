@@ -130,6 +130,7 @@ class FakeCluster:
         self.watch_breaks = 0  # bumped to break every open watch
         self.bookmarks = 0  # bumped to send every watch that asked for them a bookmark
         self.watching = 0  # watches open now
+        self.watch_queries: list[dict[str, str]] = []  # the query of every watch asked for
 
     # -- what tests drive --------------------------------------------------------------------
 
@@ -412,6 +413,7 @@ class Handler(BaseHTTPRequestHandler):
                 position, opening = int(asked), []
             breaks, marks = cluster.watch_breaks, cluster.bookmarks
             cluster.watching += 1
+            cluster.watch_queries.append(query)
         try:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

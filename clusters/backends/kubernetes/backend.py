@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +27,7 @@ from clusters.backends.base import (
     TaskLaunch,
     TaskPhase,
     TaskShape,
+    WatchedChanges,
 )
 from clusters.backends.kubernetes import manifests as m
 from clusters.backends.kubernetes.api import JSON, RetryPolicy, body, call, describe
@@ -36,6 +38,7 @@ from clusters.backends.kubernetes.observe import (
     observe_pod,
 )
 from clusters.backends.kubernetes.terminal import SHELL_COMMAND, ExecSession, open_exec
+from clusters.backends.kubernetes.watch import PodWatch
 
 log = logging.getLogger(__name__)
 _HOST = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
@@ -148,6 +151,30 @@ class KubernetesBackend:
             ):
                 self._give_up(name)
         return seen
+
+    def pod_watch(self, stop: threading.Event | None = None) -> PodWatch:
+        """A list-then-watch of the portal's pods (``watch.PodWatch``)."""
+        return PodWatch(self.core, self.namespace, m.SELECTOR, self.retry, stop=stop)
+
+    def watch(self, stop: threading.Event | None = None) -> Iterator[WatchedChanges]:
+        """The pods' changes as task observations, as they happen (``base.SupportsWatch``):
+        a deleted pod's task is GONE; the first batch, and the one after a relist, holds every
+        pod (``resync``). Runs until ``stop`` is set."""
+        timeout = self.options.image_pull_timeout_seconds
+        for batch in self.pod_watch(stop).batches():
+            now = datetime.now(UTC)
+            seen = {}
+            for event in batch.events:
+                meta = event.pod.get("metadata") or {}
+                attempt_key = (meta.get("labels") or {}).get(m.ATTEMPT)
+                if not attempt_key:
+                    continue
+                ref = f"{attempt_key}/{meta.get('name')}"
+                if event.type == "DELETED":
+                    seen[ref] = Observation(ref, TaskPhase.GONE)
+                else:
+                    seen[ref] = observe_pod(ref, event.pod, timeout, now)
+            yield WatchedChanges(seen, resync=batch.resync)
 
     def _give_up(self, name: str) -> None:
         """Delete a pending pod whose task failed (its image never came), so that it holds
