@@ -97,3 +97,14 @@ def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
         if portal.poll() is None:
             portal.kill()
             portal.wait()
+
+
+def test_the_pod_watcher_runs_beside_the_worker_on_kubernetes_only(settings):
+    from portal.management.commands.runportal import background_commands
+
+    settings.CLUSTER_BACKEND = "local"
+    assert set(background_commands("python")) == {"worker", "beat"}
+    settings.CLUSTER_BACKEND = "kubernetes"
+    commands = background_commands("python")
+    assert set(commands) == {"worker", "beat", "watcher"}
+    assert commands["watcher"][-1] == "watchcluster"
