@@ -30,7 +30,14 @@ from clusters.backends.base import (
     WatchedChanges,
 )
 from clusters.backends.kubernetes import manifests as m
-from clusters.backends.kubernetes.api import JSON, RetryPolicy, body, call, describe
+from clusters.backends.kubernetes.api import (
+    JSON,
+    RetryPolicy,
+    body,
+    call,
+    describe,
+    server_message,
+)
 from clusters.backends.kubernetes.observe import (
     capacity_of,
     debug_keep_until,
@@ -115,6 +122,9 @@ class KubernetesBackend:
         except ApiException as exc:
             if exc.status == 409:
                 return None
+            if exc.status == 422:  # the server's validation: the task cannot run as asked
+                refused = f"the cluster refused the {_SINGULAR[kind]}: {server_message(exc)}"
+                raise m.LaunchRefused(refused) from exc
             raise
         return body(response)
 
@@ -345,7 +355,7 @@ class KubernetesBackend:
         try:
             return ExecSession(self.open_exec(ref, SHELL_COMMAND))
         except Exception as exc:  # the handshake failed: no terminal, and the consumer says so
-            log.warning("no terminal into %s: %s", ref, describe(exc))
+            log.warning("no terminal into %s: %s", ref, server_message(exc))
             return None
 
     def open_exec(self, ref: str, command: list[str], tty: bool = True) -> Any:
