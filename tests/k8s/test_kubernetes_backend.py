@@ -399,3 +399,18 @@ def test_the_exec_stream_speaks_v5_channel_k8s_io(k8s, cluster: FakeCluster):
         assert opened.protocol == "v5.channel.k8s.io"  # the first of the client's list
     finally:
         session.close()
+
+
+def test_observing_a_few_tasks_of_many_reads_them_by_name_instead_of_listing(
+    k8s, cluster: FakeCluster
+):
+    refs = [r for key in range(40) for r in launch_all(k8s, key=f"job{key}-a0")]  # 120 pods
+    k8s.observe(refs)  # everything: one list
+    assert cluster.requests[LIST_PODS] == 1
+    cluster.set_status(name_of(refs[7]), running("10.1.2.3", "node-a"))
+    cluster.delete("pods", "default", name_of(refs[8]))  # never scheduled: gone at once
+    seen = k8s.observe(refs[7:9])  # a wake-up for two changed tasks
+    assert cluster.requests[LIST_PODS] == 1  # no second list
+    assert cluster.requests[("GET", f"/api/v1/namespaces/default/pods/{name_of(refs[7])}")] == 1
+    assert seen[refs[7]].phase == TaskPhase.RUNNING and seen[refs[7]].ip == "10.1.2.3"
+    assert seen[refs[8]].phase == TaskPhase.GONE

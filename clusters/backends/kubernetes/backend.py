@@ -50,6 +50,9 @@ from clusters.backends.kubernetes.watch import PodWatch
 log = logging.getLogger(__name__)
 _HOST = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 STREAMS = ("stdout", "stderr")
+# ``observe`` reads pods one by one, instead of listing them all, when it is asked for at most
+# this share of the pods the last list found: 1 task of 10,000 is one small read, not a list.
+READ_BY_NAME_SHARE = 0.02
 
 
 class KubernetesBackend:
@@ -66,6 +69,7 @@ class KubernetesBackend:
         self.options = options or m.K8sOptions()
         self.retry = retry or RetryPolicy()
         self._roots: dict[str, str] = {}  # attempt key -> uid of its Service
+        self._listed = 0  # pods the last list found
 
     @property
     def namespace(self) -> str:
@@ -142,9 +146,16 @@ class KubernetesBackend:
         return {pod["metadata"]["name"]: pod for pod in body(response).get("items") or []}
 
     def observe(self, refs: list[str]) -> dict[str, Observation]:
+        """One list of the portal's pods, or, when ``refs`` are a small share of the pods the
+        last list found (a wake-up for the few tasks that changed), a read of each by name:
+        the work follows what is asked, not the size of the cluster."""
         if not refs:
             return {}
-        pods = self.list_pods()
+        if len(refs) <= self._listed * READ_BY_NAME_SHARE:
+            pods = self._read_pods([ref.rpartition("/")[2] for ref in refs])
+        else:
+            pods = self.list_pods()
+            self._listed = len(pods)
         seen = {}
         now = datetime.now(UTC)
         timeout = self.options.image_pull_timeout_seconds
@@ -185,6 +196,27 @@ class KubernetesBackend:
                 else:
                     seen[ref] = observe_pod(ref, event.pod, timeout, now)
             yield WatchedChanges(seen, resync=batch.resync)
+
+    def _read_pods(self, names: list[str]) -> dict[str, dict[str, Any]]:
+        """The portal's pods of these names (one read each); those gone are left out."""
+        pods = {}
+        for name in names:
+            try:
+                response = self._call(
+                    f"read pod {name}",
+                    self.core.read_namespaced_pod,
+                    name,
+                    self.namespace,
+                    _preload_content=False,
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            pod = body(response)
+            if (pod["metadata"].get("labels") or {}).get(m.MANAGED_BY) == m.MANAGER:
+                pods[name] = pod
+        return pods
 
     def _give_up(self, name: str) -> None:
         """Delete a pending pod whose task failed (its image never came), so that it holds
