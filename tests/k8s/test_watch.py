@@ -90,6 +90,24 @@ def test_a_watch_that_breaks_mid_stream_resumes_from_its_version_and_loses_nothi
     assert cluster.watch_queries[-1]["allowWatchBookmarks"] == "true"
 
 
+def test_a_watch_waits_out_an_outage_with_backoff_and_resumes_where_it_was(
+    k8s: KubernetesBackend, cluster: FakeCluster, stop: threading.Event, sleeps: list[float]
+):
+    first = name_of(launch_all(k8s)[0])
+    watch = k8s.pod_watch(stop)
+    batches = Follower(watch.batches())
+    batches.next()
+    wait_for(lambda: cluster.watching)
+    with cluster.lock:  # the stream breaks, and the next three calls find the server down
+        cluster.fail_next(3, 503)
+        cluster.break_watches()
+        cluster.set_status(first, running("10.0.0.1", "node-a"))
+    assert pod_names(batches.next()) == [first]
+    assert len(sleeps) == 4  # one wait per failure, each within its growing bound
+    assert all(delay <= 0.2 * 2**n for n, delay in enumerate(sleeps))
+    assert (watch.lists, watch.resumes) == (1, 4)
+
+
 def test_a_410_gone_lists_again_and_the_watch_goes_on_from_the_new_list(
     k8s: KubernetesBackend, cluster: FakeCluster, stop: threading.Event
 ):

@@ -21,6 +21,7 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from clusters.backends.base import BackendUnavailable
 from clusters.backends.kubernetes.api import RetryPolicy, body, call, describe, retryable
 
 log = logging.getLogger(__name__)
@@ -77,9 +78,11 @@ class PodWatch:
     def batches(self) -> Iterator[PodBatch]:
         failures = 0
         while not self.stop.is_set():
-            if not self.version:
-                yield self.relist()
             try:
+                if not self.version:
+                    yield self.relist()
+                    if self.stop.is_set():
+                        return
                 for batch in self.stream():
                     failures = 0
                     yield batch
@@ -90,7 +93,9 @@ class PodWatch:
                 self.version = ""
                 continue
             except Exception as exc:
-                if not retryable(exc):
+                # A list that outlasted its retries (KubernetesUnavailable) is waited out too:
+                # the watcher outlives an API server outage instead of crash-looping.
+                if not (retryable(exc) or isinstance(exc, BackendUnavailable)):
                     raise
                 delay = self.retry.delay(failures)
                 failures = min(failures + 1, 10)
