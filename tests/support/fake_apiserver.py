@@ -533,15 +533,15 @@ class Handler(BaseHTTPRequestHandler):
         accept = base64.b64encode(
             hashlib.sha1((key + _WS_GUID).encode(), usedforsecurity=False).digest()
         ).decode()
+        session = ExecRecord(name, parse_qs(urlsplit(self.path).query), protocol)
+        with self.cluster.lock:  # recorded before the client can see the session open
+            self.cluster.execs.append(session)
         self.send_response(101)
         self.send_header("Upgrade", "websocket")
         self.send_header("Connection", "Upgrade")
         self.send_header("Sec-WebSocket-Accept", accept)
         self.send_header("Sec-WebSocket-Protocol", protocol)
         self.end_headers()
-        session = ExecRecord(name, parse_qs(urlsplit(self.path).query), protocol)
-        with self.cluster.lock:
-            self.cluster.execs.append(session)
         self.close_connection = True
         prompt, line = f"{name}$ ".encode(), b""
         self.ws_send(1, prompt)
