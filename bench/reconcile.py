@@ -1,7 +1,7 @@
 """One reconcile pass over 10,000 live tasks on the Kubernetes backend: its time and SQL queries.
 
-A fake API server on loopback (tests/k8s/fake_apiserver.py) answers the pod list; PostgreSQL holds
-the jobs, in a fresh database ``bench_reconcile`` of the server at ``BENCH_PG`` (default the
+A fake API server on loopback (tests/support/fake_apiserver.py) answers the pod list; PostgreSQL
+holds the jobs, in a fresh database ``bench_reconcile`` of the server at ``BENCH_PG`` (default the
 local one). Each job has one role of 10 running tasks. The pass is measured at 1,000 and 10,000
 tasks, in the steady state (nothing changed) and with 1% of the tasks just finished, to show
 which queries grow with the number of tasks. The news a pass publishes goes through the real
@@ -29,7 +29,7 @@ os.environ.update(
     DJANGO_SETTINGS_MODULE="portal.settings",
     LOG_LEVEL="WARNING",
 )
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "k8s")]
+sys.path[:0] = [str(ROOT)]
 PER_JOB = 10
 JOB = """protocolVersion: 2
 name: bench
@@ -60,7 +60,7 @@ def populate(cluster: object, tasks: int) -> None:
     from django.contrib.auth.models import User
     from django.utils import timezone
 
-    from clusters.backends import k8s_manifests as m
+    from clusters.backends.kubernetes import manifests as m
     from clusters.models import VirtualCluster
     from jobs.models import Job, JobAttempt, Task
     from jobs.protocol import load_job
@@ -91,7 +91,7 @@ def populate(cluster: object, tasks: int) -> None:
 
 
 def pod_of(key: str, name: str, ip: str, node: str) -> dict[str, object]:
-    from clusters.backends import k8s_manifests as m
+    from clusters.backends.kubernetes import manifests as m
 
     state = {"running": {"startedAt": "2026-01-02T03:04:05Z"}}
     return {
@@ -153,11 +153,11 @@ def main() -> None:
     setup_django()
     from collections import Counter
 
-    from fake_apiserver import serve
     from kubernetes import client
 
-    from clusters.backends.k8s_api import api_client_for
-    from clusters.backends.kubernetes import KubernetesBackend
+    from clusters.backends.kubernetes.api import api_client_for
+    from clusters.backends.kubernetes.backend import KubernetesBackend
+    from tests.support.fake_apiserver import serve
 
     steady: dict[int, tuple[float, int]] = {}
     for tasks in (1_000, 10_000):

@@ -44,9 +44,9 @@ def local_sandbox() -> SandboxConfig:
 
 
 def kubernetes_backend() -> Backend:
-    from clusters.backends.k8s_api import RetryPolicy, make_api_client
-    from clusters.backends.k8s_manifests import K8sOptions
-    from clusters.backends.kubernetes import KubernetesBackend
+    from clusters.backends.kubernetes.api import RetryPolicy, make_api_client
+    from clusters.backends.kubernetes.backend import KubernetesBackend
+    from clusters.backends.kubernetes.manifests import K8sOptions
 
     selector = {}
     for item in settings.K8S_NODE_SELECTOR:

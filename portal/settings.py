@@ -260,7 +260,7 @@ LOGGING = {
     "loggers": {"django.channels.server": {"level": "WARNING"}},
 }
 
-# The Kubernetes backend (CLUSTER_BACKEND=kubernetes; clusters/backends/kubernetes.py).
+# The Kubernetes backend (CLUSTER_BACKEND=kubernetes; clusters/backends/kubernetes/).
 K8S_IN_CLUSTER = env_bool("K8S_IN_CLUSTER", False)  # else a kubeconfig
 K8S_KUBECONFIG = env_str("K8S_KUBECONFIG", "")  # "" = $KUBECONFIG or ~/.kube/config
 K8S_CONTEXT = env_str("K8S_CONTEXT", "")  # "" = the kubeconfig's current context

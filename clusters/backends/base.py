@@ -10,6 +10,7 @@ all live tasks in one call.
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -238,3 +239,23 @@ class SupportsCleanup(Protocol):
     """
 
     def cleanup(self, keep_attempt_keys: Collection[str]) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class WatchedChanges:
+    """What a backend's watch saw change together: the new observation of each task it knows
+    (GONE for one whose object was deleted). ``resync``: the backend lost track and listed
+    everything again, so ``observations`` holds every task it knows and any other is gone."""
+
+    observations: dict[str, Observation]
+    resync: bool = False
+
+
+@runtime_checkable
+class SupportsWatch(Protocol):
+    """An optional method of a backend: changes as they happen, so that the reconcile loop
+    is woken by them instead of waiting for its next periodic pass (Kubernetes: a watch on the
+    portal's pods). ``watch`` runs until ``stop`` is set; an empty batch says only that the
+    watch is alive and caught up."""
+
+    def watch(self, stop: threading.Event | None = None) -> Iterator[WatchedChanges]: ...

@@ -6,13 +6,13 @@ import functools
 from collections.abc import Iterator
 
 import pytest
-from fake_apiserver import FakeCluster, serve
 from kubernetes import client
 
 from clusters import registry
-from clusters.backends.k8s_api import RetryPolicy, api_client_for
-from clusters.backends.k8s_manifests import K8sOptions
-from clusters.backends.kubernetes import KubernetesBackend
+from clusters.backends.kubernetes.api import RetryPolicy, api_client_for
+from clusters.backends.kubernetes.backend import KubernetesBackend
+from clusters.backends.kubernetes.manifests import K8sOptions
+from tests.support.fake_apiserver import FakeCluster, serve
 
 
 @pytest.fixture

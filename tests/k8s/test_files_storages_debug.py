@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import kubernetes_validate
 import pytest
-from fake_apiserver import FakeCluster
 from test_kubernetes_backend import KEY, SHAPES, launch_all, launch_of, name_of, running
 
-from clusters.backends import k8s_manifests as m
 from clusters.backends.base import StorageMount
-from clusters.backends.kubernetes import KubernetesBackend
+from clusters.backends.kubernetes import manifests as m
+from clusters.backends.kubernetes.backend import KubernetesBackend
+from tests.support.fake_apiserver import FakeCluster, strings
 
 KEY_TEXT = "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n-----END OPENSSH PRIVATE KEY-----\n"
 FILES = {".ssh/id_job": KEY_TEXT}
@@ -30,8 +30,8 @@ def test_task_files_live_in_the_tasks_secret_and_are_mounted_not_scripted(
     refs = launch_all(k8s, files=FILES)
     name = name_of(refs[0])
     secret = cluster.objects[("secrets", "default", name)]
-    assert secret["stringData"][m.file_key(".ssh/id_job")] == KEY_TEXT
-    assert "PRIVATE KEY" not in secret["stringData"]["bootstrap.sh"]
+    assert strings(secret)[m.file_key(".ssh/id_job")] == KEY_TEXT
+    assert "PRIVATE KEY" not in strings(secret)["bootstrap.sh"]
     pod = cluster.objects[("pods", "default", name)]
     (volume,) = (v for v in pod["spec"]["volumes"] if v["name"] == "bootstrap")
     assert volume["secret"]["items"] == [
@@ -89,7 +89,7 @@ def test_a_local_dir_storage_is_refused_with_a_reason_and_nothing_is_created(
 def test_a_local_dir_storage_is_a_host_path_when_the_admin_allows_it(apiserver, cluster):
     from kubernetes import client
 
-    from clusters.backends.k8s_api import api_client_for
+    from clusters.backends.kubernetes.api import api_client_for
 
     api = api_client_for(client.Configuration(host=apiserver[0]))
     options = m.K8sOptions(allow_host_path_storage=True)
@@ -133,6 +133,8 @@ def test_a_debug_jobs_failed_pod_survives_stop_and_cleanup_until_its_keep_time(
     cluster.set_status(names[0], running("10.0.0.1", "node-a"))
     cluster.set_status(names[1], failed_at(datetime.now(UTC)))
     k8s.stop(refs)  # the job failed: the other tasks are stopped
+    assert "deletionTimestamp" in cluster.pods()[names[0]]["metadata"]
+    cluster.advance(3600)  # past the grace period of the running pod
     assert set(cluster.pods()) == {names[1]}
     assert ("secrets", "default", names[1]) in cluster.objects  # still mounted by the pod
     assert ("services", "default", m.service_name(KEY)) in cluster.objects  # its owner

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from fake_apiserver import FakeCluster
 
 from clusters.backends.base import Placement, TaskLaunch, TaskPhase, TaskShape
-from clusters.backends.k8s_api import KubernetesUnavailable
-from clusters.backends.kubernetes import KubernetesBackend
+from clusters.backends.kubernetes.api import KubernetesUnavailable
+from clusters.backends.kubernetes.backend import KubernetesBackend
+from tests.support.fake_apiserver import FakeCluster, strings
 
 KEY = "job7-a0"
 SHAPES = [
@@ -86,7 +86,7 @@ def test_launch_creates_a_headless_service_scripts_and_owned_pods(k8s, cluster: 
     assert pod["metadata"]["labels"]["gpu-portal/role"] == "worker"
     assert pod["metadata"]["ownerReferences"][0]["uid"] == service["metadata"]["uid"]
     script = cluster.objects[("secrets", "default", name_of(refs[1]))]
-    assert script["stringData"]["bootstrap.sh"] == "#!/bin/sh\necho worker-0\n"
+    assert strings(script)["bootstrap.sh"] == "#!/bin/sh\necho worker-0\n"
 
 
 def test_launching_the_same_task_twice_is_harmless(k8s, cluster: FakeCluster):
@@ -152,12 +152,29 @@ def test_an_evicted_pod_fails_with_the_kubelets_reason(k8s, cluster: FakeCluster
     )
 
 
-def test_a_429_storm_is_waited_out_with_bounded_backoff(k8s, cluster: FakeCluster, sleeps):
+def test_a_429_storm_is_waited_out_as_long_as_the_server_asks(k8s, cluster: FakeCluster, sleeps):
     refs = launch_all(k8s)
     cluster.set_status(name_of(refs[0]), running("10.1.2.3", "node-a"))
-    cluster.fail_next(4, 429)
+    cluster.fail_next(4, 429, retry_after="2")
     assert k8s.observe(refs)[refs[0]].phase == TaskPhase.RUNNING
-    assert len(sleeps) == 4 and all(0 <= s <= 5.0 for s in sleeps)
+    assert sleeps == [2.0, 2.0, 2.0, 2.0]  # the Retry-After, not a backoff of our own
+
+
+def test_a_retry_after_beyond_the_cap_waits_the_cap(k8s, cluster: FakeCluster, sleeps):
+    refs = launch_all(k8s)
+    cluster.fail_next(1, 429, retry_after="120")
+    k8s.observe(refs)
+    assert sleeps == [5.0]
+
+
+def test_without_retry_after_the_backoff_grows_with_full_jitter(k8s, cluster: FakeCluster, sleeps):
+    refs = launch_all(k8s)
+    cluster.fail_next(5, 503)  # no Retry-After
+    assert k8s.observe(refs)[refs[0]].phase == TaskPhase.PENDING
+    assert len(sleeps) == 5
+    # Each delay is uniform in [0, min(cap, base * 2**failures)]: 0.2, 0.4, 0.8, 1.6, 3.2.
+    assert all(0 <= delay <= min(5.0, 0.2 * 2**n) for n, delay in enumerate(sleeps))
+    assert sum(sleeps) > 0  # a real wait, not a retry storm of our own
 
 
 def test_server_errors_are_retried_too(k8s, cluster: FakeCluster):
@@ -215,7 +232,6 @@ def test_read_log_returns_the_pods_log_and_its_tail(k8s, cluster: FakeCluster):
     assert k8s.read_log(refs[0], "stdout", tail_bytes=8) == b"ine 999\n"
     assert k8s.read_log(refs[0], "stdout", tail_bytes=2000) == cluster.logs[name][-2000:]
     assert k8s.read_log(refs[0], "stderr") == b""  # Kubernetes interleaves both streams
-    assert b"".join(k8s.follow_log(refs[0])) == cluster.logs[name]
 
 
 def test_read_log_head_asks_for_the_start_of_the_pods_log_only(k8s, cluster: FakeCluster):
@@ -346,7 +362,55 @@ def test_no_terminal_opens_into_a_pod_that_is_gone(k8s, cluster: FakeCluster):
 def test_the_terminals_shell_reads_the_tasks_environment_from_its_secret(k8s, cluster: FakeCluster):
     refs = launch_all(k8s)
     secret = cluster.objects[("secrets", "default", name_of(refs[0]))]
-    assert secret["stringData"]["env.sh"] == "export PAI_HOST_IP_worker_0=worker-0.pai-job7-a0\n"
+    assert strings(secret)["env.sh"] == "export PAI_HOST_IP_worker_0=worker-0.pai-job7-a0\n"
     pod = cluster.objects[("pods", "default", name_of(refs[0]))]
     (volume,) = (v for v in pod["spec"]["volumes"] if v["name"] == "bootstrap")
     assert {"key": "env.sh", "path": "env.sh", "mode": 0o444} in volume["secret"]["items"]
+
+
+@pytest.mark.parametrize(
+    ("status", "why"),
+    [
+        (None, "does not have a host assigned"),  # not scheduled yet
+        ({"phase": "Pending", "nodeName": "node-a"}, 'container not found ("main")'),
+        ("succeeded", "cannot exec into a container in a completed pod"),
+    ],
+)
+def test_no_shell_into_a_pod_that_is_not_running_and_the_log_says_why(
+    k8s, cluster: FakeCluster, caplog, status, why
+):
+    ref = launch_all(k8s)[0]
+    if status == "succeeded":
+        cluster.set_status(name_of(ref), terminated("Succeeded", 0, "Completed", "node-a"))
+    elif status:
+        cluster.set_status(name_of(ref), status)
+    assert k8s.shell(ref) is None
+    assert cluster.execs == []  # the server refused the upgrade
+    assert why in caplog.text
+
+
+def test_the_exec_stream_speaks_v5_channel_k8s_io(k8s, cluster: FakeCluster):
+    ref = launch_all(k8s)[0]
+    cluster.set_status(name_of(ref), running("10.1.2.3", "node-a"))
+    session = k8s.shell(ref)
+    assert session is not None
+    try:
+        (opened,) = cluster.execs
+        assert opened.protocol == "v5.channel.k8s.io"  # the first of the client's list
+    finally:
+        session.close()
+
+
+def test_observing_a_few_tasks_of_many_reads_them_by_name_instead_of_listing(
+    k8s, cluster: FakeCluster
+):
+    refs = [r for key in range(40) for r in launch_all(k8s, key=f"job{key}-a0")]  # 120 pods
+    k8s.observe(refs)  # everything: one list
+    assert cluster.requests[LIST_PODS] == 1
+    cluster.set_status(name_of(refs[7]), running("10.1.2.3", "node-a"))
+    cluster.delete("pods", "default", name_of(refs[8]))  # never scheduled: gone at once
+    seen = k8s.observe(refs[7:9])  # a wake-up for two changed tasks
+    assert cluster.requests[LIST_PODS] == 1  # no second list
+    assert cluster.requests[("GET", f"/api/v1/namespaces/default/pods/{name_of(refs[7])}")] == 1
+    assert seen[refs[7]].phase == TaskPhase.RUNNING and seen[refs[7]].ip == "10.1.2.3"
+    assert seen[refs[8]].phase == TaskPhase.GONE

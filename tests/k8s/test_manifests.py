@@ -7,11 +7,11 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
-from fake_apiserver import FakeCluster
 from test_kubernetes_backend import launch_all
 
-from clusters.backends import k8s_manifests as m
-from clusters.backends.kubernetes import KubernetesBackend
+from clusters.backends.kubernetes import manifests as m
+from clusters.backends.kubernetes.backend import KubernetesBackend
+from tests.support.fake_apiserver import FakeCluster
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 
@@ -55,7 +55,17 @@ def test_the_role_grants_only_what_the_backend_uses():
                for verb in rule["verbs"]}  # fmt: skip
     assert ("pods", "deletecollection") in granted
     assert ("pods/exec", "create") in granted
-    assert not any(verb in ("*", "update", "watch") for _, verb in granted)
+    assert ("pods", "watch") in granted  # watchcluster
+    assert not any(verb in ("*", "update") for _, verb in granted)
+    assert {res for res, verb in granted if verb == "watch"} == {"pods"}
+
+
+def test_each_worker_pod_runs_the_pod_watcher_beside_the_worker():
+    (worker,) = (doc for doc in deploy_documents() if doc["metadata"]["name"].endswith("worker"))
+    containers = {c["name"]: c for c in worker["spec"]["template"]["spec"]["containers"]}
+    assert containers["watcher"]["command"][-1] == "watchcluster"
+    env = {e["name"]: e.get("value") for e in containers["watcher"]["env"]}
+    assert env["CLUSTER_BACKEND"] == "kubernetes"
 
 
 def test_the_cluster_role_binding_names_the_namespace_the_readme_installs_into():

@@ -6,15 +6,16 @@ import textwrap
 
 import kubernetes_validate
 import pytest
-from fake_apiserver import FakeCluster
 from test_kubernetes_backend import running, terminated
 
 from jobs import lifecycle
 from jobs.models import Job, Task
 from jobs.reconcile import run_pass
 from jobs.states import JobState, TaskState
+from tests.support.fake_apiserver import FakeCluster, strings
 
 pytestmark = pytest.mark.django_db
+GRACE = 3600  # longer than any pod's termination grace period
 
 JOB = textwrap.dedent("""\
     protocolVersion: 2
@@ -54,7 +55,7 @@ def test_a_job_runs_on_pods_that_name_their_peers_by_dns(alice, k8s, cluster: Fa
     script = cluster.objects[("secrets", "default", pod_of(tasks["ps_server-0"]))]
     assert (
         f"export PAI_HOST_IP_worker_1=worker-1.pai-job{job.id}-a0"
-        in (script["stringData"]["bootstrap.sh"])
+        in (strings(script)["bootstrap.sh"])
     )
     for manifest in cluster.created:
         kubernetes_validate.validate(manifest, desired_version="1.30", strict=True)
@@ -83,6 +84,12 @@ def test_stopping_a_job_deletes_its_pods_and_ends_it_stopped(alice, k8s, cluster
     run_pass(k8s)
     assert lifecycle.stop(job, alice)
     run_pass(k8s)  # sends the stop: the attempt's objects are deleted
+    pods = cluster.pods().values()
+    assert len(pods) == 3 and all("deletionTimestamp" in p["metadata"] for p in pods)
+    run_pass(k8s)  # the pods are Terminating: their tasks still hold the node
+    job.refresh_from_db()
+    assert job.state == JobState.STOPPING
+    cluster.advance(GRACE)
     assert cluster.pods() == {}
     run_pass(k8s)  # observes the pods gone
     run_pass(k8s)
@@ -109,7 +116,7 @@ def with_plugins(name: str, storage: str) -> str:
 
 
 def test_the_ssh_key_is_a_mounted_file_and_a_pvc_is_mounted(alice, k8s, cluster: FakeCluster):
-    from clusters.backends import k8s_manifests as m
+    from clusters.backends.kubernetes import manifests as m
     from clusters.models import Storage
 
     Storage.objects.create(name="datasets", kind="pvc", claim_name="ds-claim", open_to_all=True)
@@ -118,9 +125,9 @@ def test_the_ssh_key_is_a_mounted_file_and_a_pvc_is_mounted(alice, k8s, cluster:
     job.refresh_from_db()
     name = pod_of(tasks_of(job)["worker-0"])
     secret = cluster.objects[("secrets", "default", name)]
-    script = secret["stringData"]["bootstrap.sh"]
+    script = strings(secret)["bootstrap.sh"]
     assert "PRIVATE KEY" not in script and "portal_file .ssh/id_job" in script
-    assert secret["stringData"][m.file_key(".ssh/id_job")].strip() == job.ssh_private_key.strip()
+    assert strings(secret)[m.file_key(".ssh/id_job")].strip() == job.ssh_private_key.strip()
     assert "export PAI_STORAGE_datasets=/mnt/datasets" in script
     pod = cluster.objects[("pods", "default", name)]
     assert {"name": "storage-0", "persistentVolumeClaim": {"claimName": "ds-claim",
@@ -161,7 +168,8 @@ def test_a_debug_jobs_failed_pod_is_kept_when_the_job_fails(alice, k8s, cluster:
         run_pass(k8s)
     job.refresh_from_db()
     assert job.state == JobState.FAILED
-    assert set(cluster.pods()) == {failed}  # the others were stopped; the failed one stays
+    cluster.advance(GRACE)  # the others were stopped and have terminated
+    assert set(cluster.pods()) == {failed}  # the failed one stays
 
 
 def test_cleanup_keeps_recent_attempts_and_deletes_old_and_unknown_ones(
@@ -228,7 +236,8 @@ def test_a_create_the_api_server_finds_invalid_fails_the_tasks_with_its_reason(
     run_pass(k8s)
     task = tasks_of(job)["worker-0"]
     assert task.state == TaskState.FAILED
-    assert task.diagnostics.startswith("could not start: (422)")
+    # the server's own message, not the client's dump of the response
+    assert task.diagnostics == "could not start: the cluster refused the service: injected"
 
 
 # -- an image that never comes fails its task, with the kubelet's words ------------------------
@@ -266,6 +275,8 @@ def test_an_image_pull_failing_past_the_timeout_fails_the_task(alice, k8s, clust
     assert failed.state == TaskState.FAILED
     assert failed.exit_spec["id"] == "image-pull"
     assert failed.diagnostics.startswith(f"Image pull failure: ErrImagePull: {DENIED}")
+    assert "deletionTimestamp" in cluster.pods()[worker]["metadata"]  # deleted, Terminating
+    cluster.advance(GRACE)
     assert worker not in cluster.pods()  # it holds no node's resources any more
     from jobs.api.serializers import task_status  # the API's view of it
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fake_apiserver import FakeCluster
 
 from clusters import registry
-from clusters.backends.kubernetes import KubernetesBackend
+from clusters.backends.kubernetes.backend import KubernetesBackend
+from tests.support.fake_apiserver import FakeCluster
 
 
 def kubeconfig(path: Path, url: str) -> Path:

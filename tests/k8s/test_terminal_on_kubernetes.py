@@ -7,7 +7,6 @@ import json
 
 import pytest
 from channels.db import database_sync_to_async
-from fake_apiserver import FakeCluster
 from test_kubernetes_backend import running
 
 from jobs import lifecycle, terminal
@@ -16,7 +15,8 @@ from jobs.reconcile import run_pass
 from jobs.states import TaskState
 from tests.jobs.helpers import settle
 from tests.jobs.samples import hello_job
-from tests.jobs.test_terminal import open_terminal, read_until
+from tests.jobs.test_terminal import open_terminal, read_until, refused
+from tests.support.fake_apiserver import FakeCluster
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
@@ -101,4 +101,17 @@ async def test_another_user_gets_no_exec_into_the_pod(
         "type": "websocket.close",
         "code": terminal.NO_TERMINAL,
     }
+    assert cluster.execs == []
+
+
+async def test_a_terminal_into_a_pod_that_is_not_running_is_refused(
+    alice, k8s, cluster: FakeCluster, async_client_for
+):
+    task = await running_pod(alice, k8s, cluster)
+    # The portal still has the task running, but its pod is back to Pending (its node was
+    # lost and it is being scheduled again): the API server refuses the exec.
+    cluster.set_status(task.backend_ref.rpartition("/")[2], {"phase": "Pending"})
+    communicator, connected, _ = await open_terminal(await async_client_for(alice), task.id)
+    assert connected
+    assert await refused(communicator) == terminal.NO_TERMINAL
     assert cluster.execs == []

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from portal.management.commands.runportal import Command, kill_group
+from portal.management.commands.runportal import Command, background_commands, kill_group
 from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,3 +126,12 @@ def test_the_private_redis_answers_only_with_its_password(settings, tmp_path, mo
     finally:
         kill_group(child.process, signal.SIGKILL)
         child.process.wait()
+
+
+def test_the_pod_watcher_runs_beside_the_worker_on_kubernetes_only(settings):
+    settings.CLUSTER_BACKEND = "local"
+    assert set(background_commands("python")) == {"worker", "beat"}
+    settings.CLUSTER_BACKEND = "kubernetes"
+    commands = background_commands("python")
+    assert set(commands) == {"worker", "beat", "watcher"}
+    assert commands["watcher"][-1] == "watchcluster"

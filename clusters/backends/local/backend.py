@@ -42,11 +42,11 @@ from clusters.backends.base import (
     TaskShape,
     check_file_path,
 )
+from clusters.backends.exits import describe_exit
 from clusters.backends.local import sandbox
 from clusters.backends.local.process import (
     DEFAULT_LOG_MAX_BYTES,
     TaskRecord,
-    describe_exit,
     free_ports,
     list_gpus,
     memory_mb,

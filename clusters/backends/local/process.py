@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import threading
@@ -174,17 +173,6 @@ def spawn_detached(
     if proc.wait() != 0 or not wrapper.isdigit():
         raise OSError(f"could not start the task in {workdir} (setsid exited {proc.returncode})")
     return int(wrapper), int(task) if task.isdigit() else None
-
-
-def describe_exit(code: int) -> str:
-    if code > 128:
-        try:
-            sig = signal.Signals(code - 128)
-        except ValueError:
-            pass
-        else:
-            return f"killed by signal {sig.value} ({sig.name})"
-    return f"exited with code {code}"
 
 
 def free_ports(counts: list[dict[str, int]], taken: Collection[int]) -> list[dict[str, list[int]]]:

@@ -2,9 +2,10 @@
 
 Migrates, creates the first admin, makes sure a Redis answers (starting a private one on a free
 loopback port when none does), then runs the web server (HTTP + WebSocket), a Celery worker and
-Celery beat together until Ctrl-C or SIGTERM, which stop them all. A process that dies on its
-own (a crash, the OOM killer, a ``kill``) is started again after a short backoff, and the log
-says so: one crashed worker no longer takes the portal down.
+Celery beat (and with ``CLUSTER_BACKEND=kubernetes`` the pod watcher, ``watchcluster``) together
+until Ctrl-C or SIGTERM, which stop them all. A process that dies on its own (a crash, the OOM
+killer, a ``kill``) is started again after a short backoff, and the log says so: one crashed
+worker no longer takes the portal down.
 """
 
 from __future__ import annotations
@@ -155,22 +156,13 @@ class Command(BaseCommand):
         except BaseException:  # Ctrl-C or a failed migration: the private Redis stops too
             stop_all(children)
             raise
-        python = sys.executable
         host, port = options["host"], options["port"]
         sock = webserver.listen(host, port)
         processes = webserver.default_processes()
         self.stdout.write(f"web: {processes} daphne process(es) on {host}:{port}")
         for number in range(1, processes + 1):
             children.append(Child(f"web-{number}", lambda: web_process(sock, env)))
-        celery = [python, "-m", "celery", "-A", "portal"]
-        commands = {
-            "worker": [*celery, "worker", "-l", "info", "--concurrency", "2"],
-            "beat": [
-                *celery,
-                *("beat", "-l", "warning", "--schedule"),
-                str(settings.VAR_DIR / "celerybeat-schedule"),
-            ],
-        }
+        commands = background_commands(sys.executable)
         for name, command in commands.items():
             children.append(Child(name, in_own_session(command, env)))
         stop = threading.Event()
@@ -212,6 +204,23 @@ class Command(BaseCommand):
         )
         os.environ["REDIS_URL"] = env["REDIS_URL"]
         return child
+
+
+def background_commands(python: str) -> dict[str, list[str]]:
+    """The processes beside the web server: a Celery worker and beat, and on Kubernetes the
+    watcher that wakes the reconcile loop when a pod changes (``manage.py watchcluster``)."""
+    celery = [python, "-m", "celery", "-A", "portal"]
+    commands = {
+        "worker": [*celery, "worker", "-l", "info", "--concurrency", "2"],
+        "beat": [
+            *celery,
+            *("beat", "-l", "warning", "--schedule"),
+            str(settings.VAR_DIR / "celerybeat-schedule"),
+        ],
+    }
+    if settings.CLUSTER_BACKEND == "kubernetes":
+        commands["watcher"] = [python, str(settings.BASE_DIR / "manage.py"), "watchcluster"]
+    return commands
 
 
 def web_process(sock: socket.socket, env: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -3,14 +3,15 @@
 A task's ref is ``<attempt key>/<pod name>``. Each task is reachable at the stable DNS name
 ``<role>-<index>.<service>`` of the attempt's headless Service (pod IPs are unknown before the
 scheduler runs), so ``PAI_HOST_IP_*`` are DNS names here, and its ports are fixed per pod from
-``port_base`` upward. The manifests live in ``k8s_manifests``, the pod-to-observation mapping in
-``k8s_observe``, the retries in ``k8s_api``.
+``port_base`` upward. The manifests live in ``manifests``, the pod-to-observation mapping in
+``observe``, the retries in ``api``, the exec terminal in ``terminal``.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +19,6 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from clusters.backends import k8s_manifests as m
 from clusters.backends.base import (
     LOG_CHUNK_BYTES,
     Capacity,
@@ -27,19 +27,32 @@ from clusters.backends.base import (
     TaskLaunch,
     TaskPhase,
     TaskShape,
+    WatchedChanges,
 )
-from clusters.backends.k8s_api import JSON, RetryPolicy, body, call, describe
-from clusters.backends.k8s_exec import SHELL_COMMAND, ExecSession, open_exec
-from clusters.backends.k8s_observe import (
+from clusters.backends.kubernetes import manifests as m
+from clusters.backends.kubernetes.api import (
+    JSON,
+    RetryPolicy,
+    body,
+    call,
+    describe,
+    server_message,
+)
+from clusters.backends.kubernetes.observe import (
     capacity_of,
     debug_keep_until,
     node_capacities,
     observe_pod,
 )
+from clusters.backends.kubernetes.terminal import SHELL_COMMAND, ExecSession, open_exec
+from clusters.backends.kubernetes.watch import PodWatch
 
 log = logging.getLogger(__name__)
 _HOST = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 STREAMS = ("stdout", "stderr")
+# ``observe`` reads pods one by one, instead of listing them all, when it is asked for at most
+# this share of the pods the last list found: 1 task of 10,000 is one small read, not a list.
+READ_BY_NAME_SHARE = 0.02
 
 
 class KubernetesBackend:
@@ -56,6 +69,7 @@ class KubernetesBackend:
         self.options = options or m.K8sOptions()
         self.retry = retry or RetryPolicy()
         self._roots: dict[str, str] = {}  # attempt key -> uid of its Service
+        self._listed = 0  # pods the last list found
 
     @property
     def namespace(self) -> str:
@@ -112,6 +126,9 @@ class KubernetesBackend:
         except ApiException as exc:
             if exc.status == 409:
                 return None
+            if exc.status == 422:  # the server's validation: the task cannot run as asked
+                refused = f"the cluster refused the {_SINGULAR[kind]}: {server_message(exc)}"
+                raise m.LaunchRefused(refused) from exc
             raise
         return body(response)
 
@@ -129,9 +146,16 @@ class KubernetesBackend:
         return {pod["metadata"]["name"]: pod for pod in body(response).get("items") or []}
 
     def observe(self, refs: list[str]) -> dict[str, Observation]:
+        """One list of the portal's pods, or, when ``refs`` are a small share of the pods the
+        last list found (a wake-up for the few tasks that changed), a read of each by name:
+        the work follows what is asked, not the size of the cluster."""
         if not refs:
             return {}
-        pods = self.list_pods()
+        if len(refs) <= self._listed * READ_BY_NAME_SHARE:
+            pods = self._read_pods([ref.rpartition("/")[2] for ref in refs])
+        else:
+            pods = self.list_pods()
+            self._listed = len(pods)
         seen = {}
         now = datetime.now(UTC)
         timeout = self.options.image_pull_timeout_seconds
@@ -148,6 +172,51 @@ class KubernetesBackend:
             ):
                 self._give_up(name)
         return seen
+
+    def pod_watch(self, stop: threading.Event | None = None) -> PodWatch:
+        """A list-then-watch of the portal's pods (``watch.PodWatch``)."""
+        return PodWatch(self.core, self.namespace, m.SELECTOR, self.retry, stop=stop)
+
+    def watch(self, stop: threading.Event | None = None) -> Iterator[WatchedChanges]:
+        """The pods' changes as task observations, as they happen (``base.SupportsWatch``):
+        a deleted pod's task is GONE; the first batch, and the one after a relist, holds every
+        pod (``resync``). Runs until ``stop`` is set."""
+        timeout = self.options.image_pull_timeout_seconds
+        for batch in self.pod_watch(stop).batches():
+            now = datetime.now(UTC)
+            seen = {}
+            for event in batch.events:
+                meta = event.pod.get("metadata") or {}
+                attempt_key = (meta.get("labels") or {}).get(m.ATTEMPT)
+                if not attempt_key:
+                    continue
+                ref = f"{attempt_key}/{meta.get('name')}"
+                if event.type == "DELETED":
+                    seen[ref] = Observation(ref, TaskPhase.GONE)
+                else:
+                    seen[ref] = observe_pod(ref, event.pod, timeout, now)
+            yield WatchedChanges(seen, resync=batch.resync)
+
+    def _read_pods(self, names: list[str]) -> dict[str, dict[str, Any]]:
+        """The portal's pods of these names (one read each); those gone are left out."""
+        pods = {}
+        for name in names:
+            try:
+                response = self._call(
+                    f"read pod {name}",
+                    self.core.read_namespaced_pod,
+                    name,
+                    self.namespace,
+                    _preload_content=False,
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            pod = body(response)
+            if (pod["metadata"].get("labels") or {}).get(m.MANAGED_BY) == m.MANAGER:
+                pods[name] = pod
+        return pods
 
     def _give_up(self, name: str) -> None:
         """Delete a pending pod whose task failed (its image never came), so that it holds
@@ -311,22 +380,6 @@ class KubernetesBackend:
             return iter(())
         return _streamed(response, chunk_bytes)
 
-    def follow_log(self, ref: str) -> Iterator[bytes]:
-        """The pod's log as it grows, until the container ends (or the connection does)."""
-        response = self._call(
-            f"follow log of {ref}",
-            self.core.read_namespaced_pod_log,
-            ref.rpartition("/")[2],
-            self.namespace,
-            container="main",
-            follow=True,
-            _preload_content=False,
-        )
-        try:
-            yield from response.stream(4096)
-        finally:
-            response.release_conn()
-
     def shell(self, ref: str) -> ExecSession | None:
         """An interactive shell in the task's container (a pod exec stream with a tty, in
         ``$PAI_WORK_DIR`` with the task's environment); None when it cannot be opened (the pod
@@ -334,7 +387,7 @@ class KubernetesBackend:
         try:
             return ExecSession(self.open_exec(ref, SHELL_COMMAND))
         except Exception as exc:  # the handshake failed: no terminal, and the consumer says so
-            log.warning("no terminal into %s: %s", ref, describe(exc))
+            log.warning("no terminal into %s: %s", ref, server_message(exc))
             return None
 
     def open_exec(self, ref: str, command: list[str], tty: bool = True) -> Any:

@@ -3,7 +3,7 @@ stream (WebSocket, ``channel.k8s.io``: every message starts with its channel, 0 
 2 stderr, 3 the exit status, 4 terminal size as ``{"Width": cols, "Height": rows}``).
 
 The shell gets the task's environment from ``/pai/env.sh`` (written next to the bootstrap
-script, see ``k8s_manifests.script_secret``) and starts in ``$PAI_WORK_DIR``.
+script, see ``manifests.script_secret``) and starts in ``$PAI_WORK_DIR``.
 """
 
 from __future__ import annotations

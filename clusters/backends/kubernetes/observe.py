@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity as _parse
 
 from clusters.backends.base import Capacity, Observation, TaskPhase
-from clusters.backends.local.process import describe_exit
+from clusters.backends.exits import describe_exit
 
 Pod = dict[str, Any]
 # Why a container waits, when that is worth telling the user (not plain ContainerCreating).

@@ -81,6 +81,24 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def server_message(exc: BaseException) -> str:
+    """What the API server said about a refusal: the ``message`` of its Status body (for an
+    ``ApiException``, or a WebSocket upgrade the server answered with an error, whose body the
+    client folds into the exception's text); ``describe(exc)`` when it said nothing readable."""
+    text = getattr(exc, "body", None) or ""
+    if not text and isinstance(exc, ApiException) and exc.reason and " -+-+- " in exc.reason:
+        text = exc.reason.rsplit(" -+-+- ", 1)[1]  # "Handshake status 400 ... -+-+- <body>"
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    try:
+        status = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text.strip() if text.strip() and text.strip() != "None" else describe(exc)
+    if isinstance(status, dict) and status.get("message"):
+        return str(status["message"])
+    return describe(exc)
+
+
 def body(response: Any) -> Any:
     """The decoded JSON of a raw (``_preload_content=False``) response (orjson: a list of
     10,000 pods decodes in about a third of the time ``json`` takes)."""
