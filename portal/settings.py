@@ -92,19 +92,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # A file, not memory, so that a server started by the browser tests sees the same data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # The server binds the parameters, and a statement run DATABASE_PREPARE_AFTER times on a
-    # connection is prepared there: PostgreSQL parses it once (a submission's statements took
-    # a fifth less of its CPU). Still planned for each call's values, as unprepared ones are:
-    # a generic plan made a keyword search five times slower. 0 never prepares, for PgBouncer
-    # (which refuses the startup option that asks for the custom plans).
-    PREPARE_AFTER = env_int("DATABASE_PREPARE_AFTER", 5, minimum=0)
-    db_options = DATABASES["default"].setdefault("OPTIONS", {})
-    db_options["server_side_binding"] = True
-    db_options["prepare_threshold"] = PREPARE_AFTER or None
-    if PREPARE_AFTER:
-        startup = f"{db_options.get('options', '')} -c plan_cache_mode=force_custom_plan"
-        db_options["options"] = startup.strip()
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
