@@ -123,4 +123,3 @@ def over_capacity(pk: int | None, quota: Limit, capacity: Limit | None = None) -
                 f"the cluster's {have}"
             )
     return problems
-

@@ -6,7 +6,7 @@ streamed chunk by chunk (``task_log_chunks``): a 1 GiB log once made the web pro
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from asgiref.sync import sync_to_async
 from django.http import StreamingHttpResponse
@@ -57,7 +57,11 @@ class LogResponse(StreamingHttpResponse):
         super().__init__(chunks, content_type="text/plain; charset=utf-8")
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        chunks = iter(self.streaming_content)
-        read_next = sync_to_async(next, thread_sensitive=False)  # a file or an HTTP stream
-        while (chunk := await read_next(chunks, None)) is not None:
+        chunks = cast(Iterator[bytes], self.streaming_content)  # built from an iterator
+
+        def next_chunk() -> bytes | None:
+            return next(chunks, None)
+
+        read = sync_to_async(next_chunk, thread_sensitive=False)  # a file or an HTTP stream
+        while (chunk := await read()) is not None:
             yield chunk

@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from asgiref.typing import ASGIApplication
-
 Message = dict[str, Any]
 
 
@@ -49,7 +47,7 @@ class StreamFlowControl:
     """ASGI middleware for ``http``: each chunk of a streamed body waits while the
     connection's send buffer is full."""
 
-    def __init__(self, app: ASGIApplication | Any) -> None:
+    def __init__(self, app: Any) -> None:  # an ASGI application
         self.app = app
 
     async def __call__(self, scope: Message, receive: Any, send: Any) -> None:

@@ -88,6 +88,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # A file, not memory, so that a server started by the browser tests sees the same data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Under ASGI each request runs its sync code in a thread of its own, so a connection kept
+    # per thread (CONN_MAX_AGE) is never used again: every request connected anew, and the
+    # job list took twice as long (bench/list.py). Django's own pool per process instead; it
+    # checks a connection before handing it out (CONN_HEALTH_CHECKS).
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": 10}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -62,7 +62,8 @@ def test_reading_the_settings_writes_nothing_and_setup_keeps_one_secret_key(tmp_
     env = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
     env.update(PORTAL_VAR_DIR=str(var), DJANGO_SETTINGS_MODULE="portal.settings")
     imported = "import os, portal.settings; print(os.path.exists(os.environ['PORTAL_VAR_DIR']))"
-    setup = "import django; django.setup(); from django.conf import settings; print(settings.SECRET_KEY)"
+    setup = "import django; django.setup(); from django.conf import settings; "
+    setup += "print(settings.SECRET_KEY)"
 
     def run(code: str) -> str:
         return subprocess.run(

@@ -46,7 +46,7 @@ class Child:
     restart_at: float = 0.0  # when ``process`` is None: when to start it again
     quiet: bool = False  # its output is dropped (the private Redis)
 
-    def run(self) -> None:
+    def run(self) -> subprocess.Popen[bytes]:
         # A session of its own: a crashed worker's pool processes are killed with it, and only
         # runportal hears Ctrl-C, so that it stops the children in order.
         self.process = subprocess.Popen(
@@ -56,6 +56,7 @@ class Child:
             stdout=subprocess.DEVNULL if self.quiet else None,
         )
         self.started_at = time.monotonic()
+        return self.process
 
 
 def portal_processes(web_socket: socket.socket, web_processes: int) -> list[Child]:
@@ -116,8 +117,7 @@ def supervise(children: list[Child], stop: threading.Event, say: Callable[[str],
         now = time.monotonic()
         for child in children:
             if child.process is None and now >= child.restart_at:
-                child.run()
-                say(f"{child.name}: started, pid {child.process.pid}")  # type: ignore[union-attr]
+                say(f"{child.name}: started, pid {child.run().pid}")
             if child.process is None or (code := child.process.poll()) is None:
                 continue
             kill_group(child.process, signal.SIGKILL)  # what it left behind (pool processes)
@@ -196,17 +196,16 @@ class Command(BaseCommand):
         port = free_port()
         command = [binary, "--bind", "127.0.0.1", "--port", str(port)]
         child = Child("redis", [*command, "--save", "", "--appendonly", "no"], quiet=True)
-        child.run()
-        assert child.process is not None
+        process = child.run()
         os.environ["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"  # the children inherit it
         deadline = time.monotonic() + 10
         while not redis_answers(os.environ["REDIS_URL"]):
-            if time.monotonic() > deadline or child.process.poll() is not None:
-                kill_group(child.process, signal.SIGKILL)
+            if time.monotonic() > deadline or process.poll() is not None:
+                kill_group(process, signal.SIGKILL)
                 raise CommandError("the private Redis server did not start")
             time.sleep(0.1)
         self.stdout.write(
-            f"redis: started, pid {child.process.pid}: no Redis answered at {url}, so a private "
+            f"redis: started, pid {process.pid}: no Redis answered at {url}, so a private "
             f"one serves {os.environ['REDIS_URL']} (it stops with the portal)."
         )
         return child
