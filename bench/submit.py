@@ -53,11 +53,21 @@ def main() -> None:
     sh(sys.executable, "manage.py", "migrate", "-v0", env=env)
     sh(sys.executable, "manage.py", "ensure_admin", env=env)
     sys.path.insert(0, str(ROOT))
-    from portal import webserver
+    from portal.management.commands.runportal import daphne_command, listen, web_processes
 
-    sock = webserver.listen("127.0.0.1", 0)
+    sock = listen("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    servers = webserver.start(sock, webserver.default_processes(), env, cwd=str(ROOT), quiet=True)
+    servers = [
+        subprocess.Popen(
+            daphne_command(sock.fileno()),
+            env=env,
+            cwd=ROOT,
+            pass_fds=(sock.fileno(),),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(web_processes())
+    ]
     try:
         token = login(port)
         counts = run_clients(port, token)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from clusters.admission import quota_of, resources_of
 from clusters.capacity import cluster_capacity
@@ -124,7 +123,3 @@ def over_capacity(pk: int | None, quota: Limit, capacity: Limit | None = None) -
                 f"the cluster's {have}"
             )
     return problems
-
-
-def by_type(gpus: dict[str, int] | None) -> dict[str, Any]:
-    return dict(sorted((gpus or {}).items()))

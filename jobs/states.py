@@ -34,17 +34,6 @@ JOB_TRANSITIONS: dict[str, frozenset[str]] = {
     JobState.STOPPED: frozenset(),
 }
 
-TASK_TRANSITIONS: dict[str, frozenset[str]] = {
-    TaskState.WAITING: frozenset(
-        {TaskState.RUNNING, TaskState.SUCCEEDED, TaskState.FAILED, TaskState.STOPPED}
-    ),
-    TaskState.RUNNING: frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.STOPPED}),
-    # A failed task with retries left goes back to WAITING for its next run.
-    TaskState.FAILED: frozenset({TaskState.WAITING}),
-    TaskState.SUCCEEDED: frozenset(),
-    TaskState.STOPPED: frozenset(),
-}
-
 LIVE_JOB_STATES = (JobState.WAITING, JobState.RUNNING, JobState.STOPPING)
 FINAL_JOB_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.STOPPED)
 LIVE_TASK_STATES = (TaskState.WAITING, TaskState.RUNNING)
@@ -52,7 +41,3 @@ LIVE_TASK_STATES = (TaskState.WAITING, TaskState.RUNNING)
 
 def can_move_job(old: str, new: str) -> bool:
     return new in JOB_TRANSITIONS[old]
-
-
-def can_move_task(old: str, new: str) -> bool:
-    return new in TASK_TRANSITIONS[old]

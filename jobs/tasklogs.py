@@ -5,8 +5,11 @@ streamed chunk by chunk (``task_log_chunks``): a 1 GiB log once made the web pro
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, cast
+
+from asgiref.sync import sync_to_async
+from django.http import StreamingHttpResponse
 
 from clusters.registry import get_backend
 from jobs.protocol import secret_masker
@@ -40,3 +43,25 @@ def task_log_chunks(
     one that a chunk's end cuts in two."""
     mask = secret_masker(job.protocol)
     return mask.chunks((backend or get_backend()).log_chunks(ref, stream))
+
+
+class LogResponse(StreamingHttpResponse):
+    """A whole log as a streamed text response, one chunk in memory at a time.
+
+    Under ASGI Django reads a plain iterator into a list before it sends the first byte (its
+    ``StreamingHttpResponse.__aiter__``), the whole log in memory; here each chunk is read in
+    a worker thread when the server asks for it. Under WSGI and the test client the plain
+    iterator is used as it is."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        super().__init__(chunks, content_type="text/plain; charset=utf-8")
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks = cast(Iterator[bytes], self.streaming_content)  # built from an iterator
+
+        def next_chunk() -> bytes | None:
+            return next(chunks, None)
+
+        read = sync_to_async(next_chunk, thread_sensitive=False)  # a file or an HTTP stream
+        while (chunk := await read()) is not None:
+            yield chunk

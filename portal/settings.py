@@ -12,12 +12,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PORTAL_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", False)
+# Without one, the embedded default keeps a generated key under var/ (portal.apps makes it).
 SECRET_KEY = env_secret("SECRET_KEY", "")
-if not SECRET_KEY:
-    # The embedded default keeps a generated key under var/ so sessions survive restarts.
-    from portal.secretkey import load_or_create_secret_key
-
-    SECRET_KEY = load_or_create_secret_key(VAR_DIR / "secret_key")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -94,18 +90,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that a server started by the browser tests sees the same data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # The server binds the parameters, and a statement run DATABASE_PREPARE_AFTER times on a
-    # connection is prepared there: PostgreSQL parses it once (a submission's statements took
-    # a fifth less of its CPU). Still planned for each call's values, as unprepared ones are:
-    # a generic plan made a keyword search five times slower. 0 never prepares, for PgBouncer
-    # (which refuses the startup option that asks for the custom plans).
-    PREPARE_AFTER = env_int("DATABASE_PREPARE_AFTER", 5, minimum=0)
-    db_options = DATABASES["default"].setdefault("OPTIONS", {})
-    db_options["server_side_binding"] = True
-    db_options["prepare_threshold"] = PREPARE_AFTER or None
-    if PREPARE_AFTER:
-        startup = f"{db_options.get('options', '')} -c plan_cache_mode=force_custom_plan"
-        db_options["options"] = startup.strip()
+    # Under ASGI each request runs its sync code in a thread of its own, so a connection kept
+    # per thread (CONN_MAX_AGE) is never used again: every request connected anew, and the
+    # job list took twice as long (bench/list.py). Django's own pool per process instead; it
+    # checks a connection before handing it out (CONN_HEALTH_CHECKS).
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": 10}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -126,7 +116,6 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise looks for it at start
 STATICFILES_DIRS = [BASE_DIR / "static", ("vendor", BASE_DIR / "node_modules")]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

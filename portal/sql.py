@@ -1,4 +1,5 @@
-"""Names for the few statements written out by hand (on paths every request takes)."""
+"""Names for the statements written out by hand. Only ``clusters/admission.py`` uses them now (its
+SQL is being replaced by another change; this module goes with it)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -20,7 +20,7 @@ from jobs.access import job_for, job_view_for
 from jobs.api.schemas import ERRORS, MessageSerializer
 from jobs.models import Job, JobAttempt, Task
 from jobs.sshinfo import ssh_info, sshd_states
-from jobs.tasklogs import MAX_TAIL_BYTES, read_task_log, task_log_chunks
+from jobs.tasklogs import MAX_TAIL_BYTES, LogResponse, read_task_log, task_log_chunks
 
 STREAMS = ("stdout", "stderr")
 MAX_TAGS = 64
@@ -202,7 +202,7 @@ class TaskLogView(APIView):
     )
     def get(
         self, request: Request, username: str, name: str, attempt: int, task: str, stream: str
-    ) -> HttpResponse | StreamingHttpResponse:
+    ) -> HttpResponse | LogResponse:
         job = job_for(request.user, username, name)
         tail = tail_param(request)
         role, _, index = task.rpartition("-")
@@ -215,6 +215,6 @@ class TaskLogView(APIView):
             raise Http404(f"no task {task} in attempt {attempt} of {job.name}")
         if tail is None:  # the whole log, streamed: it may be 1 GiB
             chunks = task_log_chunks(job, row.backend_ref, stream)
-            return StreamingHttpResponse(chunks, content_type="text/plain; charset=utf-8")
+            return LogResponse(chunks)
         body = read_task_log(job, row.backend_ref, stream, tail)
         return HttpResponse(body, content_type="text/plain; charset=utf-8")

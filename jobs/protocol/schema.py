@@ -10,11 +10,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from jobs.protocol.prereqs import AUTH_KEYS, EVENTS, KNOWN
+from jobs.protocol.fields import C_IDENTIFIER
+from jobs.protocol.prereqs import AUTH_KEYS, EVENTS, KNOWN, NAME
+from jobs.protocol.v2 import V1_NAME, V1_ROLE
 
 _INT = {"type": "integer"}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
-_C_NAME = "^[a-zA-Z_][a-zA-Z0-9_]*$"
 # null: the default (OpenPAI's checker allows it)
 _MIN_COUNT = {"anyOf": [{"const": -1}, {"type": "integer", "minimum": 1}, {"type": "null"}]}
 
@@ -105,9 +106,8 @@ _TASK_ROLE = _object(
                 "cpu": {"type": "integer", "minimum": 1},
                 "memoryMB": {"type": "integer", "minimum": 1},
                 "gpu": {"type": "integer", "minimum": 0},
-                "ports": {
+                "ports": {  # the labels' pattern: _NAMES
                     "type": "object",
-                    "propertyNames": {"pattern": _C_NAME},
                     "additionalProperties": {"type": "integer", "minimum": 1},
                 },
             },
@@ -130,10 +130,38 @@ _DEPLOYMENT: dict[str, Any] = {
     },
 }
 
+
+def _names(job: str, role: str) -> dict[str, Any]:
+    """The patterns of the job's name, its task roles' names and their port labels."""
+    ports = {"ports": {"propertyNames": {"pattern": role}}}
+    return {
+        "properties": {
+            "name": {"pattern": job},
+            "taskRoles": {
+                "propertyNames": {"pattern": role},
+                "additionalProperties": {
+                    "properties": {"resourcePerInstance": {"properties": ports}}
+                },
+            },
+        }
+    }
+
+
+# A job converted from v1 (``extras.v1`` is an object) keeps v1's names, which may hold ``.`` and
+# ``~`` (as ``load_job`` allows them); a v2 job of its own may not.
+_NAMES = {
+    "if": {
+        "required": ["extras"],
+        "properties": {"extras": {"required": ["v1"], "properties": {"v1": {"type": "object"}}}},
+    },
+    "then": _names(V1_NAME.pattern, V1_ROLE.pattern),
+    "else": _names(NAME.pattern, C_IDENTIFIER.pattern),
+}
+
 _JOB = _object(
     {
         "protocolVersion": {"enum": [2, "2"]},
-        "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]+$", "maxLength": 255},
+        "name": {"type": "string", "maxLength": 255},  # its pattern: _NAMES
         "type": {"const": "job"},
         "version": {"type": ["string", "number"]},
         "contributor": {"type": "string"},
@@ -145,8 +173,7 @@ _JOB = _object(
         "taskRoles": {
             "type": "object",
             "minProperties": 1,
-            "propertyNames": {"pattern": _C_NAME},
-            "additionalProperties": _TASK_ROLE,
+            "additionalProperties": _TASK_ROLE,  # the names' pattern: _NAMES
         },
         "deployments": {"type": "array", "items": _DEPLOYMENT},
         "defaults": {
@@ -167,5 +194,6 @@ def json_schema() -> dict[str, Any]:
         "$id": "https://openpai.readthedocs.io/job-protocol-v2.schema.json",
         "title": "OpenPAI job protocol v2",
         **_JOB,
+        **_NAMES,
     }
     return copy.deepcopy(schema)

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from jobs.access import job_for
 from jobs.models import Job, Task
 from jobs.states import LIVE_TASK_STATES
-from jobs.tasklogs import read_task_log, task_log_chunks
+from jobs.tasklogs import LogResponse, read_task_log, task_log_chunks
 
 STREAMS = ("stdout", "stderr")
 FOLLOW_TAIL_BYTES = 32 * 1024
@@ -28,11 +28,11 @@ def task_of(job: Job, attempt: int, task: str, stream: str) -> Task:
 @login_required
 def download_log(
     request: HttpRequest, username: str, name: str, attempt: int, task: str, stream: str
-) -> StreamingHttpResponse:
+) -> LogResponse:
     job = job_for(request.user, username, name)
     row = task_of(job, attempt, task, stream)
     chunks = task_log_chunks(job, row.backend_ref, stream)  # streamed: a log may be 1 GiB
-    response = StreamingHttpResponse(chunks, content_type="text/plain; charset=utf-8")
+    response = LogResponse(chunks)
     filename = f"{job.name}-a{attempt}-{task}.{stream}.log"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

@@ -27,7 +27,6 @@ class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
         return row, token
 
     def active(self) -> ApiTokenQuerySet:
-        # The bearer lookup (authentication.token_owner) writes the same rule out in SQL.
         return self.filter(expires_at__gt=timezone.now(), user__is_active=True)
 
 

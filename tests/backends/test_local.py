@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 from typing import TypeVar
 
@@ -250,9 +249,9 @@ def test_stop_escalates_to_sigkill_for_a_task_that_ignores_sigterm(tmp_path: Pat
     backend = LocalBackend(tmp_path / "tasks", stop_grace_seconds=0.5)
     ref = launch(backend, "trap 'echo got TERM' TERM\necho ready\nwhile :; do sleep 0.1; done\n")
     wait_for(lambda: backend.read_log(ref, "stdout") == b"ready\n")
-    started = time.monotonic()
     backend.stop([ref])
-    assert time.monotonic() - started < 0.5  # stop never waits for the grace period
+    # stop never waits for the grace period: had it waited and killed, the task would be over
+    assert phase_of(backend, ref) == TaskPhase.RUNNING
     wait_for(lambda: b"got TERM" in backend.read_log(ref, "stdout"))
     assert phase_of(backend, ref) == TaskPhase.RUNNING  # still within the grace period
     assert wait_until_ended(backend, ref) == TaskPhase.FAILED  # observe sends SIGKILL

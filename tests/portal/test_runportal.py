@@ -7,6 +7,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from portal.management.commands.runportal import Command, background_commands, kill_group
+from portal.management.commands.runportal import Command, kill_group, portal_processes
 from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,11 +111,10 @@ def test_the_private_redis_answers_only_with_its_password(settings, tmp_path, mo
     settings.VAR_DIR = tmp_path
     settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"  # nothing answers: a private one starts
     monkeypatch.setenv("REDIS_URL", settings.REDIS_URL)  # ensure_redis sets the new one
-    env: dict[str, str] = {}
-    child = Command().ensure_redis(env)
+    child = Command().ensure_redis()
     assert child is not None and child.process is not None
     try:
-        url = env["REDIS_URL"]
+        url = os.environ["REDIS_URL"]
         password = (tmp_path / "redis_password").read_text().strip()
         assert url.startswith(f"redis://:{password}@127.0.0.1:")
         with pytest.raises(redis.exceptions.RedisError, match="(?i)auth"):
@@ -129,9 +129,10 @@ def test_the_private_redis_answers_only_with_its_password(settings, tmp_path, mo
 
 
 def test_the_pod_watcher_runs_beside_the_worker_on_kubernetes_only(settings):
-    settings.CLUSTER_BACKEND = "local"
-    assert set(background_commands("python")) == {"worker", "beat"}
-    settings.CLUSTER_BACKEND = "kubernetes"
-    commands = background_commands("python")
-    assert set(commands) == {"worker", "beat", "watcher"}
-    assert commands["watcher"][-1] == "watchcluster"
+    with socket.socket() as web:
+        settings.CLUSTER_BACKEND = "local"
+        assert [c.name for c in portal_processes(web, 1)] == ["web-1", "worker", "beat"]
+        settings.CLUSTER_BACKEND = "kubernetes"
+        children = {c.name: c for c in portal_processes(web, 1)}
+        assert set(children) == {"web-1", "worker", "beat", "watcher"}
+        assert children["watcher"].command[-1] == "watchcluster"

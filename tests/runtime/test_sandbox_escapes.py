@@ -23,8 +23,8 @@ from clusters.backends.local import LocalBackend
 from jobs import lifecycle
 from jobs.models import Job, Task
 from jobs.states import JobState, TaskState
+from portal.apps import stored_secret_key
 from portal.management.commands.runportal import Command, kill_group
-from portal.secretkey import load_or_create_secret_key
 from tests.jobs.helpers import reconcile_until, settle
 from tests.runtime.jobs import one_role
 from tests.support.processes import processes_running
@@ -57,7 +57,7 @@ def portal_var(settings) -> Iterator[Path]:
     """A var/ of the portal's own, in its tree (its secret key, its task root)."""
     var = Path(settings.BASE_DIR) / "var" / f"escape-test-{uuid.uuid4().hex[:8]}"
     var.mkdir(parents=True, mode=0o700)
-    load_or_create_secret_key(var / "secret_key")
+    stored_secret_key(var / "secret_key")
     settings.VAR_DIR = var
     settings.LOCAL_TASK_ROOT = var / "tasks"
     registry.get_backend.cache_clear()
@@ -71,7 +71,7 @@ def private_redis(settings, portal_var: Path, monkeypatch: pytest.MonkeyPatch) -
     port, tests_redis = free_port(), settings.REDIS_URL
     settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
     monkeypatch.setenv("REDIS_URL", settings.REDIS_URL)
-    child = Command().ensure_redis({})
+    child = Command().ensure_redis()
     assert child is not None and child.process is not None
     settings.REDIS_URL = tests_redis  # the portal under test keeps the tests' own Redis
     yield port

@@ -1,11 +1,9 @@
-"""``manage.py runportal``: the whole portal in one command (what ``make run`` calls).
+"""``manage.py runportal``: the whole portal in one command on one port (what ``make run`` calls).
 
-Migrates, creates the first admin, makes sure a Redis answers (starting a private one on a free
-loopback port when none does), then runs the web server (HTTP + WebSocket), a Celery worker and
-Celery beat (and with ``CLUSTER_BACKEND=kubernetes`` the pod watcher, ``watchcluster``) together
-until Ctrl-C or SIGTERM, which stop them all. A process that dies on its own (a crash, the OOM
-killer, a ``kill``) is started again after a short backoff, and the log says so: one crashed
-worker no longer takes the portal down.
+Migrates, creates the first admin (printing its password), makes sure a Redis answers (starting
+a private one on a free loopback port when none does), then runs the processes of
+``portal_processes`` until Ctrl-C or SIGTERM, which stop them all. One that dies on its own (a
+crash, the OOM killer, a ``kill``) is started again after a backoff, and the log says so.
 """
 
 from __future__ import annotations
@@ -29,14 +27,77 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from portal import webserver
-from portal.secretkey import load_or_create_secret_key
+from portal.apps import stored_secret_key
 
 FIRST_BACKOFF_SECONDS = 1.0  # a crashed process starts again after this, doubling while it
 MAX_BACKOFF_SECONDS = 30.0  # keeps crashing (it lived less than HEALTHY_SECONDS), up to this
 HEALTHY_SECONDS = 30.0
 STOP_GRACE_SECONDS = 15.0
 REDIS_PASSWORD_FILE = "redis_password"  # noqa: S105 - a file name, in var/ by the secret key
+
+
+@dataclass
+class Child:
+    """One process of the portal: its name, its command, and the file descriptors it inherits
+    (the web servers' listening socket)."""
+
+    name: str
+    command: list[str]
+    pass_fds: tuple[int, ...] = ()
+    process: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+    backoff: float = FIRST_BACKOFF_SECONDS
+    restart_at: float = 0.0  # when ``process`` is None: when to start it again
+    quiet: bool = False  # its output is dropped (the private Redis)
+
+    def run(self) -> subprocess.Popen[bytes]:
+        # A session of its own: a crashed worker's pool processes are killed with it, and only
+        # runportal hears Ctrl-C, so that it stops the children in order.
+        self.process = subprocess.Popen(
+            self.command,
+            pass_fds=self.pass_fds,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL if self.quiet else None,
+        )
+        self.started_at = time.monotonic()
+        return self.process
+
+
+def portal_processes(web_socket: socket.socket, web_processes: int) -> list[Child]:
+    """What runs besides Redis: daphne processes sharing the one listening socket (Django runs
+    sync views on one thread per process, so one per core), a Celery worker, Celery beat, and on
+    Kubernetes the watcher that wakes the reconcile loop when a pod changes (``watchcluster``)."""
+    python = sys.executable
+    fd = web_socket.fileno()
+    celery = [python, "-m", "celery", "-A", "portal"]
+    schedule = str(settings.VAR_DIR / "celerybeat-schedule")
+    children = [
+        *(
+            Child(f"web-{n}", daphne_command(fd), pass_fds=(fd,))
+            for n in range(1, web_processes + 1)
+        ),
+        Child("worker", [*celery, "worker", "-l", "info", "--concurrency", "2"]),
+        Child("beat", [*celery, "beat", "-l", "warning", "--schedule", schedule]),
+    ]
+    if settings.CLUSTER_BACKEND == "kubernetes":
+        manage = str(settings.BASE_DIR / "manage.py")
+        children.append(Child("watcher", [python, manage, "watchcluster"]))
+    return children
+
+
+def daphne_command(fd: int) -> list[str]:
+    return [sys.executable, "-m", "daphne", "--fd", str(fd), "portal.asgi:application"]
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The web servers' one listening socket, inherited by each (``daphne --fd``)."""
+    sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else -1)
+    sock.set_inheritable(True)
+    return sock
+
+
+def web_processes() -> int:
+    return max(1, int(os.environ.get("WEB_PROCESSES") or os.cpu_count() or 1))
 
 
 def redis_answers(url: str) -> bool:
@@ -51,7 +112,7 @@ def private_redis_config(var_dir: Path) -> Path:
     """The private Redis's configuration: a password of its own (made once, in ``var/`` like the
     secret key), so that a job on this machine, which reaches the loopback, cannot use it. In a
     file readable by the portal's user only, not on the command line any process can read."""
-    password = load_or_create_secret_key(var_dir / REDIS_PASSWORD_FILE)
+    password = stored_secret_key(var_dir / REDIS_PASSWORD_FILE)
     path = var_dir / "redis.conf"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as conf:
@@ -68,28 +129,6 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@dataclass
-class Child:
-    """One process of the portal, and how to start it again."""
-
-    name: str
-    start: Callable[[], subprocess.Popen[bytes]]
-    process: subprocess.Popen[bytes] | None = None
-    started_at: float = 0.0
-    backoff: float = FIRST_BACKOFF_SECONDS
-    restart_at: float = 0.0  # when ``process`` is None: when to start it again
-
-    def run(self) -> None:
-        self.process = self.start()
-        self.started_at = time.monotonic()
-
-
-def in_own_session(command: list[str], env: dict[str, str], **kwargs: Any) -> Callable[[], Any]:
-    """Starts ``command`` in a session of its own: a crashed worker's pool processes can be
-    killed with it, and only runportal hears Ctrl-C, so that it stops the children in order."""
-    return lambda: subprocess.Popen(command, env=env, start_new_session=True, **kwargs)
-
-
 def kill_group(process: subprocess.Popen[bytes], sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, sig)
@@ -102,8 +141,7 @@ def supervise(children: list[Child], stop: threading.Event, say: Callable[[str],
         now = time.monotonic()
         for child in children:
             if child.process is None and now >= child.restart_at:
-                child.run()
-                say(f"{child.name}: started, pid {child.process.pid}")  # type: ignore[union-attr]
+                say(f"{child.name}: started, pid {child.run().pid}")
             if child.process is None or (code := child.process.poll()) is None:
                 continue
             kill_group(child.process, signal.SIGKILL)  # what it left behind (pool processes)
@@ -145,26 +183,20 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         children: list[Child] = []
-        env = dict(os.environ)
-        private_redis = self.ensure_redis(env)
+        settings.VAR_DIR.mkdir(parents=True, exist_ok=True)  # Redis's password, SQLite, beat
+        private_redis = self.ensure_redis()
         if private_redis is not None:
             children.append(private_redis)
         try:
-            settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
             call_command("migrate", interactive=False, verbosity=0)
             call_command("ensure_admin")
         except BaseException:  # Ctrl-C or a failed migration: the private Redis stops too
             stop_all(children)
             raise
         host, port = options["host"], options["port"]
-        sock = webserver.listen(host, port)
-        processes = webserver.default_processes()
+        processes = web_processes()
+        children += portal_processes(listen(host, port), processes)
         self.stdout.write(f"web: {processes} daphne process(es) on {host}:{port}")
-        for number in range(1, processes + 1):
-            children.append(Child(f"web-{number}", lambda: web_process(sock, env)))
-        commands = background_commands(sys.executable)
-        for name, command in commands.items():
-            children.append(Child(name, in_own_session(command, env)))
         stop = threading.Event()
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -173,7 +205,9 @@ class Command(BaseCommand):
         supervise(children, stop, lambda line: self.stdout.write(line))
         self.stdout.write("stopped.")
 
-    def ensure_redis(self, env: dict[str, str]) -> Child | None:
+    def ensure_redis(self) -> Child | None:
+        """None when a Redis answers at REDIS_URL; else a private redis-server, started, whose
+        URL this process and its children use from now on."""
         url = settings.REDIS_URL
         if redis_answers(url):
             return None
@@ -186,42 +220,19 @@ class Command(BaseCommand):
         port = free_port()
         command = [binary, str(private_redis_config(settings.VAR_DIR)), "--bind", "127.0.0.1"]
         command += ["--port", str(port), "--save", "", "--appendonly", "no"]
-        child = Child("redis", in_own_session(command, env, stdout=subprocess.DEVNULL))
-        child.run()
-        password = load_or_create_secret_key(settings.VAR_DIR / REDIS_PASSWORD_FILE)
-        env["REDIS_URL"] = f"redis://:{password}@127.0.0.1:{port}/0"
+        child = Child("redis", command, quiet=True)
+        process = child.run()
+        password = stored_secret_key(settings.VAR_DIR / REDIS_PASSWORD_FILE)
+        os.environ["REDIS_URL"] = f"redis://:{password}@127.0.0.1:{port}/0"  # children inherit it
         deadline = time.monotonic() + 10
-        while not redis_answers(env["REDIS_URL"]):
-            assert child.process is not None
-            if time.monotonic() > deadline or child.process.poll() is not None:
-                kill_group(child.process, signal.SIGKILL)
+        while not redis_answers(os.environ["REDIS_URL"]):
+            if time.monotonic() > deadline or process.poll() is not None:
+                kill_group(process, signal.SIGKILL)
                 raise CommandError("the private Redis server did not start")
             time.sleep(0.1)
         self.stdout.write(
-            f"redis: started, pid {child.process.pid}: no Redis answered at {url}, so a private "
+            f"redis: started, pid {process.pid}: no Redis answered at {url}, so a private "
             f"one serves redis://127.0.0.1:{port}/0 with the password in "
             f"{settings.VAR_DIR / REDIS_PASSWORD_FILE} (it stops with the portal)."
         )
-        os.environ["REDIS_URL"] = env["REDIS_URL"]
         return child
-
-
-def background_commands(python: str) -> dict[str, list[str]]:
-    """The processes beside the web server: a Celery worker and beat, and on Kubernetes the
-    watcher that wakes the reconcile loop when a pod changes (``manage.py watchcluster``)."""
-    celery = [python, "-m", "celery", "-A", "portal"]
-    commands = {
-        "worker": [*celery, "worker", "-l", "info", "--concurrency", "2"],
-        "beat": [
-            *celery,
-            *("beat", "-l", "warning", "--schedule"),
-            str(settings.VAR_DIR / "celerybeat-schedule"),
-        ],
-    }
-    if settings.CLUSTER_BACKEND == "kubernetes":
-        commands["watcher"] = [python, str(settings.BASE_DIR / "manage.py"), "watchcluster"]
-    return commands
-
-
-def web_process(sock: socket.socket, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return webserver.start(sock, 1, env, new_session=True)[0]

@@ -1,5 +1,5 @@
-"""HTTP through the ASGI application daphne serves: Django's handler in one thread hop, the
-response in one body message with its length."""
+"""HTTP through the ASGI application daphne serves (Django's own ASGI handler): a body sent in
+pieces or chunked reaches the view whole, and a task's log is sent as it is read."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 
 import pytest
 from asgiref.testing import ApplicationCommunicator
-from django.http import StreamingHttpResponse
+from django.core.handlers.asgi import ASGIHandler
 
+from jobs.tasklogs import LogResponse
 from portal.asgi import application
-from portal.httpapp import WsgiOverAsgi
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
@@ -44,12 +44,13 @@ async def exchange(app, request: dict, *bodies: bytes) -> list[dict]:
     return messages
 
 
-async def test_a_page_comes_back_in_one_body_message_with_its_length():
-    start, body = await exchange(application, scope("GET", "/login/"))
-    headers = dict(start["headers"])
+async def test_a_page_comes_back_whole_with_its_length():
+    start, *bodies = await exchange(application, scope("GET", "/login/"))
+    headers = {name.lower(): value for name, value in start["headers"]}
+    body = b"".join(b["body"] for b in bodies)
     assert start["status"] == 200
-    assert int(headers[b"content-length"]) == len(body["body"]) > 0
-    assert b"<form" in body["body"] and not body.get("more_body")
+    assert int(headers[b"content-length"]) == len(body) > 0
+    assert b"<form" in body
 
 
 async def test_a_body_sent_in_pieces_reaches_the_view_whole(alice):
@@ -73,12 +74,28 @@ async def test_a_chunked_body_without_a_length_reaches_the_view_whole(alice):
     assert json.loads(body["body"])["user"] == "alice"
 
 
-async def test_a_streaming_response_is_sent_as_it_comes():
-    def wsgi(environ, start_response):
-        response = StreamingHttpResponse(iter([b"one ", b"two"]))
-        start_response("200 OK", list(response.items()))
-        return response
+async def test_a_log_response_is_sent_chunk_by_chunk_as_it_is_read():
+    read: list[bytes] = []
 
-    messages = await exchange(WsgiOverAsgi(wsgi), scope("GET", "/stream"))
-    assert [m["type"] for m in messages] == ["http.response.start"] + ["http.response.body"] * 3
-    assert b"".join(m["body"] for m in messages[1:]) == b"one two"
+    def chunks():
+        for chunk in (b"one ", b"two ", b"three"):
+            read.append(chunk)
+            yield chunk
+
+    async def app(scope, receive, send):
+        response = LogResponse(chunks())
+        sent = 0
+
+        async def counting_send(message):
+            nonlocal sent
+            if message["type"] == "http.response.body" and message.get("body"):
+                sent += 1
+                # Django's own handler would have read the whole iterator before the first one
+                assert len(read) == sent, "a chunk was read before the previous one was sent"
+            await send(message)
+
+        await ASGIHandler().send_response(response, counting_send)
+
+    messages = await exchange(app, scope("GET", "/stream"))
+    assert b"".join(m.get("body", b"") for m in messages[1:]) == b"one two three"
+    assert len([m for m in messages if m.get("body")]) == 3
