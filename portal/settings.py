@@ -146,10 +146,17 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 2.0, minimum=0.1)
+# Beat's full reconcile pass: the safety net. Submissions, stops and (on the local backend) a
+# task's end wake the loop at once (jobs.wakeup; ``manage.py watch_tasks``), so it can be rare
+# there. Kubernetes pods are still only seen by this pass, hence its shorter default.
+RECONCILE_INTERVAL_SECONDS = env_float(
+    "RECONCILE_INTERVAL_SECONDS",
+    30.0 if env_str("CLUSTER_BACKEND", "local") == "local" else 2.0,
+    minimum=0.1,
+)
 # Pages say the scheduler is not running when no reconcile pass has ended for this long.
 SCHEDULER_LATE_SECONDS = env_float(
-    "SCHEDULER_LATE_SECONDS", max(30.0, 10 * RECONCILE_INTERVAL_SECONDS), minimum=1.0
+    "SCHEDULER_LATE_SECONDS", max(30.0, 3 * RECONCILE_INTERVAL_SECONDS), minimum=1.0
 )
 
 # Every open WebSocket waits for its messages in a blocking BZPOPMIN of up to 5 s

@@ -45,6 +45,7 @@ from clusters.backends.localproc import (
     DEFAULT_LOG_MAX_BYTES,
     TaskRecord,
     describe_exit,
+    ended_marker,
     free_ports,
     list_gpus,
     memory_mb,
@@ -109,7 +110,10 @@ class LocalBackend:
             write_private(workdir / "bootstrap.sh", task.script)  # secrets are rendered in
             write_files(workdir, task.files)
             env = self._environment(task, workdir, gpus)
-            wrapper_pid, pid = spawn_detached(workdir, env, self.log_max_bytes)
+            ended = ended_marker(self.root, ref)
+            ended.parent.mkdir(mode=0o700, exist_ok=True)
+            ended.unlink(missing_ok=True)  # a relaunch's own end is news again
+            wrapper_pid, pid = spawn_detached(workdir, env, self.log_max_bytes, ended)
             record = TaskRecord(
                 pid=pid,
                 pgid=pid,

@@ -30,9 +30,13 @@ from typing import Any
 # the output went past the cap (the log is then cut back to the cap), and writes what each read
 # brings at once (``stdbuf -o0``: else stdio held back the last 4 KiB of a live log's tail).
 # A reader whose pipe never got a writer (the task did not start) is released by opening the
-# pipe read-write once. The exit code is written once both readers are done (or 10 s after the
-# task ended, should a process that escaped the task's group still hold a pipe), so that a log
-# read after it is whole.
+# pipe read-write once. The exit code is written once both readers are done (``wait``, no
+# polling), so that a log read after it is whole; a watchdog kills the readers 10 s after the
+# task ended, should a process that escaped the task's group still hold a pipe, so that it
+# cannot hold the exit code back. Then the wrapper creates ``$2`` (when given), an empty file
+# in the root's ``.ended`` directory named after the task: the portal's listener of ended
+# tasks (``manage.py watch_tasks``) is woken by it through inotify and wakes the reconcile
+# loop. A file, not a message: it waits on disk for a listener that is down or restarting.
 WRAPPER = """\
 echo $$
 exec 3>&1 >/dev/null 2>&1 </dev/null
@@ -50,7 +54,9 @@ cap() {
 rm -f stdout.pipe stderr.pipe stdout.log.done stderr.log.done
 mkfifo stdout.pipe stderr.pipe
 cap "$1" stdout.log <stdout.pipe 3>&- &
+readers=$!
 cap "$1" stderr.log <stderr.pipe 3>&- &
+readers="$readers $!"
 setsid /bin/sh -c 'echo $$ >&3; printf %s $$ >pgid; PATH=$1
 exec /bin/sh ./bootstrap.sh >stdout.pipe 2>stderr.pipe </dev/null 3>&-' task "$task_path"
 code=$?
@@ -58,13 +64,32 @@ pgid=$(cat pgid)
 [ -n "$pgid" ] && [ "$pgid" != $$ ] && kill -s KILL -- "-$pgid"
 exec 4<>stdout.pipe 5<>stderr.pipe
 exec 4>&- 5>&-
-n=0
-until [ -e stdout.log.done ] && [ -e stderr.log.done ] || [ $n -ge 100 ]; do
-  sleep 0.1; n=$((n + 1))
-done
+(
+  trap 'kill $nap 2>/dev/null; exit 0' TERM
+  sleep 10 & nap=$!
+  wait $nap && kill $readers 2>/dev/null
+) 3>&- &
+watchdog=$!
+wait $readers
+kill $watchdog 2>/dev/null
 rm -f stdout.pipe stderr.pipe stdout.log.done stderr.log.done
 printf %s "$code" >exit_code.tmp && mv -f exit_code.tmp exit_code
+[ -z "$2" ] || : >"$2"
 """
+ENDED_DIR = ".ended"  # under the tasks' root: one empty file per task that ended, until seen
+
+
+def ended_marker(root: Path, ref: str) -> Path:
+    """The file the wrapper of ``ref`` creates once the task's exit code is written."""
+    return root / ENDED_DIR / ref.replace("/", "+")
+
+
+def ref_of_marker(name: str) -> str | None:
+    """The ref an ``ENDED_DIR`` file name stands for (None: not one the wrapper writes)."""
+    attempt, plus, task = name.partition("+")
+    return f"{attempt}/{task}" if plus and attempt and task and "+" not in task else None
+
+
 DEFAULT_LOG_MAX_BYTES = 1024**3  # per stream; LOCAL_TASK_LOG_MAX_BYTES
 
 
@@ -144,12 +169,17 @@ def is_alive(pid: int | None, start_time: int | None) -> bool:
 
 
 def spawn_detached(
-    workdir: Path, env: dict[str, str], log_max_bytes: int = DEFAULT_LOG_MAX_BYTES
+    workdir: Path,
+    env: dict[str, str],
+    log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
+    ended: Path | None = None,
 ) -> tuple[int, int | None]:
     """Start ``workdir/bootstrap.sh`` detached, each of its output streams capped at
-    ``log_max_bytes`` in its log; return the wrapper's pid and the task's pid."""
+    ``log_max_bytes`` in its log, creating ``ended`` once it has ended; return the wrapper's
+    pid and the task's pid."""
+    argv = ["setsid", "-f", "/bin/sh", "-c", WRAPPER, "wrapper", str(log_max_bytes)]
     proc = subprocess.Popen(
-        ["setsid", "-f", "/bin/sh", "-c", WRAPPER, "wrapper", str(log_max_bytes)],
+        [*argv, str(ended or "")],
         cwd=workdir,
         env=env,
         stdin=subprocess.DEVNULL,

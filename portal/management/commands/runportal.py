@@ -1,8 +1,9 @@
 """``manage.py runportal``: the whole portal in one command (what ``make run`` calls).
 
 Migrates, creates the first admin, makes sure a Redis answers (starting a private one on a free
-loopback port when none does), then runs the web server (HTTP + WebSocket), a Celery worker and
-Celery beat together until Ctrl-C or SIGTERM, which stop them all. A process that dies on its
+loopback port when none does), then runs the web server (HTTP + WebSocket), a Celery worker,
+Celery beat and (local backend) the listener of ended tasks together until Ctrl-C or SIGTERM,
+which stop them all. A process that dies on its
 own (a crash, the OOM killer, a ``kill``) is started again after a short backoff, and the log
 says so: one crashed worker no longer takes the portal down.
 """
@@ -153,6 +154,8 @@ class Command(BaseCommand):
                 str(settings.VAR_DIR / "celerybeat-schedule"),
             ],
         }
+        if settings.CLUSTER_BACKEND == "local":  # wakes the loop the moment a task ends
+            commands["watcher"] = [python, str(settings.BASE_DIR / "manage.py"), "watch_tasks"]
         for name, command in commands.items():
             children.append(Child(name, in_own_session(command, env)))
         stop = threading.Event()
