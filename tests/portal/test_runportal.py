@@ -54,6 +54,7 @@ def alive(pid: int) -> bool:
 
 
 def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
+    """The listener of ended tasks is one of the children too."""
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
@@ -77,6 +78,7 @@ def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
     try:
         redis_pid = int(output.wait_for(r"redis: started, pid (\d+)")[1])
         worker_pid = int(output.wait_for(r"worker: started, pid (\d+)")[1])
+        watcher_pid = int(output.wait_for(r"watcher: started, pid (\d+)")[1])
         output.wait_for(r"celery@\S+ ready")
 
         os.kill(worker_pid, signal.SIGKILL)  # as the OOM killer would
@@ -92,7 +94,7 @@ def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
 
         portal.send_signal(signal.SIGTERM)
         assert portal.wait(60) == 0
-        assert not alive(new_worker) and not alive(new_redis)
+        assert not alive(new_worker) and not alive(new_redis) and not alive(watcher_pid)
     finally:
         if portal.poll() is None:
             portal.kill()
