@@ -95,8 +95,9 @@ def test_a_wake_up_settles_the_ended_job_and_launches_the_next_in_the_same_pass(
 
 def test_a_wake_up_observes_only_the_tasks_that_changed(alice, backend, clean_keys, monkeypatch):
     busy = lifecycle.submit(alice, job_text("busy", command="sleep 30"))
-    quick = lifecycle.submit(alice, job_text("quick", command="true"))
+    quick = lifecycle.submit(alice, job_text("quick", command="sleep 1"))
     reconcile.run_pass(backend)
+    assert Task.objects.get(attempt__job=quick).state == TaskState.RUNNING
     ref = ended_and_recorded(backend, quick)
     asked: list[list[str]] = []
     real_observe = backend.observe
@@ -112,8 +113,9 @@ def test_a_wake_up_observes_only_the_tasks_that_changed(alice, backend, clean_ke
 def test_two_workers_racing_on_the_same_event_apply_it_once(
     alice, backend, clean_keys, monkeypatch
 ):
-    job = lifecycle.submit(alice, job_text("raced", command="true"))
+    job = lifecycle.submit(alice, job_text("raced", command="sleep 1"))
     reconcile.run_pass(backend)
+    assert Task.objects.get(attempt__job=job).state == TaskState.RUNNING
     ref = ended_and_recorded(backend, job)
     published: list[int] = []
     real_publish = news.publish
@@ -152,8 +154,9 @@ def test_two_workers_racing_on_the_same_event_apply_it_once(
 def test_an_event_a_dying_worker_did_not_apply_is_applied_by_the_next_wake_up(
     alice, backend, clean_keys, monkeypatch
 ):
-    job = lifecycle.submit(alice, job_text("survivor", command="true"))
+    job = lifecycle.submit(alice, job_text("survivor", command="sleep 1"))
     reconcile.run_pass(backend)
+    assert Task.objects.get(attempt__job=job).state == TaskState.RUNNING
     ref = ended_and_recorded(backend, job)
 
     def die(*args: object) -> None:
