@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.utils import timezone
 
+from clusters.admission import admit as admit_by_quota
 from clusters.backends.base import (
     Backend,
     BackendUnavailable,
@@ -51,6 +52,8 @@ LOCK_NAME = "portal:reconcile"
 ADMIT_BATCH = 100
 CLEANUP_KEY = "portal:reconcile:cleanup"  # in the cache while the last cleanup is recent
 CLEANUP_EVERY_SECONDS = 300
+STANDING_KEY = "portal:reconcile:standing"  # in the cache for a while after standing was written
+STANDING_EVERY_SECONDS = 1.0
 
 
 @dataclass
@@ -129,7 +132,7 @@ def run_pass(backend: Backend, changed: Collection[str] | None = None) -> PassRe
             settle_orphans(backend, report)
         send_stops(backend, report)
         settled = set(report.touched_jobs)
-        admit(backend, report)
+        admit(backend, report, full=changed is None)
         launched = launch(backend, report)
         if launched:
             observe(backend, report, launched)
@@ -168,11 +171,18 @@ def seconds_since_last_pass() -> float | None:
     return None if ended is None else max(0.0, time.time() - float(ended))
 
 
-def admit(backend: Backend, report: PassReport) -> None:
-    """Start waiting jobs as their virtual clusters' quotas allow (``clusters.admission``)."""
-    from clusters.admission import admit as admit_by_quota
+def admit(backend: Backend, report: PassReport, full: bool = True) -> None:
+    """Start waiting jobs as their virtual clusters' quotas allow (``clusters.admission``).
 
-    admit_by_quota(backend, report)
+    Where each waiting job stands (its reason and queue position) is written by every full
+    pass but by a wake-up at most once every ``STANDING_EVERY_SECONDS``: when jobs end one
+    after another with a thousand waiting, every pass moves all their positions, and writing
+    them (and telling their pages) each time cost more than the rest of the pass. A wake-up
+    that leaves it asks for a pass once that second is over, so no standing stays stale."""
+    write = full or cache.add(STANDING_KEY, 1, STANDING_EVERY_SECONDS)
+    decided = admit_by_quota(backend, report, standing=write)
+    if not write and decided.waiting:
+        wakeup.request_pass_later(STANDING_EVERY_SECONDS)
 
 
 def launch(backend: Backend, report: PassReport) -> list[str]:

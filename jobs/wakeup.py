@@ -22,6 +22,7 @@ from django.conf import settings
 
 WANTED_KEY = "portal:reconcile:wanted"  # set: something changed since the last pass began
 QUEUED_KEY = "portal:reconcile:queued"  # set: a reconcile task is queued and has not started
+LATER_KEY = "portal:reconcile:later"  # set while a reconcile task sent with a delay waits
 CHANGED_KEY = "portal:reconcile:changed"  # hash: task ref -> token of the latest event naming it
 RECONCILE_TASK = "jobs.tasks.reconcile"
 
@@ -42,9 +43,17 @@ def redis_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url)
 
 
-def send_reconcile() -> None:
-    """Queue one reconcile task (by name: this module imports no task module)."""
-    current_app.send_task(RECONCILE_TASK)
+def send_reconcile(countdown: float | None = None) -> None:
+    """Queue one reconcile task, to run in ``countdown`` seconds or at once (by name: this
+    module imports no task module)."""
+    current_app.send_task(RECONCILE_TASK, countdown=countdown)
+
+
+def request_pass_later(seconds: float) -> None:
+    """Ask for a pass in ``seconds``, once however often it is asked meanwhile."""
+    client = redis_client(settings.REDIS_URL)
+    if client.set(LATER_KEY, 1, nx=True, px=max(1, int(seconds * 1000))):
+        send_reconcile(seconds)
 
 
 def request_pass() -> None:

@@ -96,7 +96,7 @@ def _no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests drive reconcile passes themselves; enqueueing is a no-op here."""
     from jobs import wakeup
 
-    monkeypatch.setattr(wakeup, "send_reconcile", lambda: None)
+    monkeypatch.setattr(wakeup, "send_reconcile", lambda countdown=None: None)
 
 
 def make_user(username: str, **extra: object) -> User:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from django.core.cache import cache
 from django.db import connections
 
 from clusters.backends.local import LocalBackend
@@ -27,7 +28,7 @@ SEND_RECONCILE = wakeup.send_reconcile  # the real one (tests replace it with a 
 def clean_keys() -> Iterator[None]:
     client = wakeup.redis_client(wakeup.settings.REDIS_URL)
     keys = [wakeup.CHANGED_KEY, wakeup.QUEUED_KEY, wakeup.WANTED_KEY, reconcile.LOCK_NAME]
-    keys.append(reconcile.FULL_KEY)
+    keys += [reconcile.FULL_KEY, wakeup.LATER_KEY]
     client.delete(*keys)
     yield
     client.delete(*keys)
@@ -193,3 +194,27 @@ def test_beats_pass_left_to_a_running_pass_is_done_by_it(backend, clean_keys, mo
         assert reconcile.reconcile(backend, full=True).skipped  # beat's task found one running
     reconcile.reconcile(backend)  # the running task goes round again: "wanted"
     assert kinds == [True]
+
+
+def test_queue_positions_a_wake_up_leaves_unwritten_are_written_by_a_pass_it_asks_for(
+    alice, backend, clean_keys, monkeypatch
+):
+    vc("solo", alice, cpu=1)
+    first = lifecycle.submit(alice, job_text("first", command="sleep 1"), virtual_cluster="solo")
+    second = lifecycle.submit(alice, job_text("second", command="sleep 30"), virtual_cluster="solo")
+    third = lifecycle.submit(alice, job_text("third", command="sleep 30"), virtual_cluster="solo")
+    reconcile.run_pass(backend)
+    assert (fresh(second).queue_position, fresh(third).queue_position) == (1, 2)
+    ended_and_recorded(backend, first)
+    later: list[float | None] = []
+    monkeypatch.setattr(wakeup, "send_reconcile", lambda countdown=None: later.append(countdown))
+    cache.set(reconcile.STANDING_KEY, 1, 60)  # positions were written a moment ago
+
+    reconcile.reconcile(backend)  # the wake-up starts the second job, leaves positions
+
+    assert fresh(second).state == JobState.RUNNING
+    assert fresh(third).queue_position == 2  # not written yet
+    assert later == [reconcile.STANDING_EVERY_SECONDS]
+    cache.delete(reconcile.STANDING_KEY)  # that second is over: the pass asked for runs
+    reconcile.reconcile(backend)
+    assert fresh(third).queue_position == 1
