@@ -24,6 +24,7 @@ import ctypes
 import logging
 import os
 import select
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +33,10 @@ from clusters.backends.localproc import ENDED_DIR, ref_of_marker
 log = logging.getLogger(__name__)
 IN_MOVED_TO = 0x00000080
 IN_CREATE = 0x00000100
+IN_DELETE_SELF = 0x00000400
+IN_MOVE_SELF = 0x00000800
+IN_IGNORED = 0x00008000  # the watch is gone (its directory was removed)
+EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len; then len bytes of name
 BATCH = 5000  # refs handed over at most per call (the rest in the next round)
 RETRY_SECONDS = 1.0  # after ``on_ended`` failed (e.g. Redis down), the files are tried again
 
@@ -42,7 +47,8 @@ def inotify_on(directory: Path) -> int:
     fd: int = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
     if fd < 0:
         raise OSError(ctypes.get_errno(), "inotify_init1 failed")
-    if libc.inotify_add_watch(fd, os.fsencode(directory), IN_CREATE | IN_MOVED_TO) < 0:
+    mask = IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF
+    if libc.inotify_add_watch(fd, os.fsencode(directory), mask) < 0:
         errno = ctypes.get_errno()
         os.close(fd)
         raise OSError(errno, f"cannot watch {directory}")
@@ -70,7 +76,8 @@ def listen(root: Path, on_ended: Callable[[list[str]], None], stop_fd: int | Non
     """Hand over ended tasks under ``root`` until ``stop_fd`` (a pipe's read end) is readable;
     forever without one. ``on_ended`` failing is logged and tried again shortly."""
     directory = root / ENDED_DIR
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)  # private, as the backend makes it
+    directory.mkdir(mode=0o700, exist_ok=True)
     fd = inotify_on(directory)  # before the first look: no file can slip between the two
     waits = [fd] if stop_fd is None else [fd, stop_fd]
     try:
@@ -92,10 +99,21 @@ def listen(root: Path, on_ended: Callable[[list[str]], None], stop_fd: int | Non
         os.close(fd)
 
 
+class WatchLost(RuntimeError):
+    """The watched directory was removed or moved: a new listener must watch the new one (the
+    supervisor starts it again)."""
+
+
 def drain(fd: int) -> None:
-    """Read the pending inotify events: what they name does not matter (the directory is read)."""
+    """Read the pending inotify events. What they name does not matter (the directory is read
+    whole); that the directory itself went away does."""
     try:
-        while os.read(fd, 65536):
-            pass
+        while data := os.read(fd, 65536):
+            offset = 0
+            while offset + EVENT.size <= len(data):
+                _, mask, _, length = EVENT.unpack_from(data, offset)
+                if mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED):
+                    raise WatchLost("the directory of ended tasks was removed or moved")
+                offset += EVENT.size + length
     except BlockingIOError:
         pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -14,7 +15,7 @@ import pytest
 
 from clusters.backends.local import LocalBackend
 from clusters.backends.localproc import ENDED_DIR, ended_marker
-from clusters.backends.localwatch import listen
+from clusters.backends.localwatch import WatchLost, listen
 from tests.backends.test_local import launch, wait_until_ended
 from tests.waiting import wait_for
 
@@ -94,3 +95,22 @@ def test_a_process_that_escaped_with_a_pipe_cannot_hold_the_exit_code_back(backe
     assert ended_marker(backend.root, ref).exists()
     escaped = int((backend.root / ref / "escaped.pid").read_text())
     os.kill(escaped, signal.SIGKILL)
+
+
+def test_the_listener_stops_when_its_directory_goes_away(backend):
+    """A watch on a removed directory would never fire again: the listener exits (and its
+    supervisor starts a new one on the new directory) instead of hanging."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            listen(backend.root, lambda refs: None)
+        except WatchLost as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    wait_for(lambda: (backend.root / ENDED_DIR).exists())
+    shutil.rmtree(backend.root / ENDED_DIR)
+    thread.join(30)
+    assert not thread.is_alive() and len(errors) == 1
