@@ -178,7 +178,10 @@ def admit(backend: Backend, report: PassReport, full: bool = True) -> None:
     pass but by a wake-up at most once every ``STANDING_EVERY_SECONDS``: when jobs end one
     after another with a thousand waiting, every pass moves all their positions, and writing
     them (and telling their pages) each time cost more than the rest of the pass. A wake-up
-    that leaves it asks for a pass once that second is over, so no standing stays stale."""
+    that leaves it asks for a pass once that second is over, so no standing stays stale. A
+    wake-up with no job waiting skips admission (which reads every running job)."""
+    if not full and not Job.objects.filter(state=JobState.WAITING).exists():
+        return  # nothing to admit: spare a wake-up reading every running job
     write = full or cache.add(STANDING_KEY, 1, STANDING_EVERY_SECONDS)
     decided = admit_by_quota(backend, report, standing=write)
     if not write and decided.waiting:
@@ -418,8 +421,9 @@ def settle(backend: Backend, report: PassReport, job_ids: Collection[int] | None
     """Apply retries and completion policies to running attempts (those of every job, or of
     ``job_ids`` and of the jobs being stopped); close stopped jobs."""
     running = JobAttempt.objects.filter(state=JobState.RUNNING)
-    if job_ids is not None:
-        running = running.filter(Q(job_id__in=list(job_ids)) | Q(job__state=JobState.STOPPING))
+    if job_ids is not None:  # two index lookups (an OR across the join would scan attempts)
+        stopping = Job.objects.filter(state=JobState.STOPPING).values_list("id", flat=True)
+        running = running.filter(job_id__in={*job_ids, *stopping})
     attempts = list(
         running.select_related("job__owner").defer(
             "job__submitted_text", "job__resources", "job__tags"
