@@ -1,4 +1,4 @@
-"""The reconcile pass: admit, launch, observe, settle, stop. Run by beat and on demand.
+"""The reconcile pass: observe, settle, stop, admit, launch. Woken by events, and by beat.
 
 One pass holds a Redis lock so that two workers never launch the same task twice; every
 update inside it is also a compare-and-swap, so a pass that runs twice changes nothing.
@@ -44,8 +44,6 @@ from jobs.runtime.context import context_for
 from jobs.runtime.observe import exit_changes, mask_quoted, maskers_of
 from jobs.states import LIVE_TASK_STATES, JobState, TaskState
 from jobs.wakeup import QUEUED_KEY, WANTED_KEY, redis_client
-
-__all__ = ["QUEUED_KEY", "WANTED_KEY", "PassReport", "reconcile", "redis_client", "run_pass"]
 
 log = logging.getLogger(__name__)
 LOCK_NAME = "portal:reconcile"
@@ -190,9 +188,9 @@ def admit(backend: Backend, report: PassReport, full: bool = True) -> None:
 
 def launch(backend: Backend, report: PassReport) -> list[str]:
     """Launch every task that is waiting and has not been handed to the backend yet; return
-    the refs of those launched. A task
-    the backend refuses fails with the reason; when the backend is unavailable
-    (``BackendUnavailable``) the pass stops here and raises, leaving the task as it was."""
+    the refs of those launched. A task the backend refuses fails with the reason; when the
+    backend is unavailable (``BackendUnavailable``) the pass stops here and raises, leaving
+    the task as it was."""
     pending = list(
         Task.objects.filter(state=TaskState.WAITING, backend_ref="", stop_requested=False)
         .select_related("attempt__job__owner", "attempt__job__virtual_cluster")
