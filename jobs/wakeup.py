@@ -44,13 +44,16 @@ def redis_client(url: str) -> redis.Redis:
 
 
 def send_reconcile(countdown: float | None = None) -> None:
-    """Queue one reconcile task, to run in ``countdown`` seconds or at once (by name: this
-    module imports no task module)."""
-    current_app.send_task(RECONCILE_TASK, countdown=countdown)
+    """Queue one reconcile task, to run in ``countdown`` seconds or at once; with
+    ``CELERY_TASK_ALWAYS_EAGER``, run it here and now. By name: this module imports no task
+    module (the app looks the task up among those it registered)."""
+    current_app.signature(RECONCILE_TASK).apply_async(countdown=countdown)
 
 
 def request_pass_later(seconds: float) -> None:
     """Ask for a pass in ``seconds``, once however often it is asked meanwhile."""
+    if current_app.conf.task_always_eager:
+        return  # no later here: it would run inside the pass asking for it
     client = redis_client(settings.REDIS_URL)
     if client.set(LATER_KEY, 1, nx=True, px=max(1, int(seconds * 1000))):
         send_reconcile(seconds)

@@ -55,3 +55,19 @@ def test_a_task_that_finds_a_pass_running_leaves_the_work_to_it(backend, queued,
     with reconcile.reconcile_lock() as got:
         assert got
         assert reconcile.reconcile(backend).skipped
+
+
+def test_a_task_that_stops_after_its_last_pass_while_more_is_wanted_queues_another(
+    backend, queued, monkeypatch
+):
+    def busy_pass(b: object, c: object) -> PassReport:
+        wakeup.request_pass()  # something changes during every pass
+        return PassReport()
+
+    monkeypatch.setattr(reconcile, "run_pass", busy_pass)
+    reconcile.reconcile(backend)  # MAX_PASSES passes, then it gives the worker back
+    client = reconcile.redis_client(settings.REDIS_URL)
+    client.delete(reconcile.QUEUED_KEY)  # as the task queued during its passes starts
+    queued.clear()
+    reconcile.reconcile(backend)
+    assert queued == [1]  # the change wanted after its last pass is not left to beat

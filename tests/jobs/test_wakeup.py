@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from celery import current_app
 from django.core.cache import cache
 from django.db import connections
 
@@ -218,3 +219,16 @@ def test_queue_positions_a_wake_up_leaves_unwritten_are_written_by_a_pass_it_ask
     cache.delete(reconcile.STANDING_KEY)  # that second is over: the pass asked for runs
     reconcile.reconcile(backend)
     assert fresh(third).queue_position == 1
+
+
+def test_with_always_eager_a_submission_runs_its_pass_in_place(
+    alice, backend, clean_keys, monkeypatch
+):
+    """CELERY_TASK_ALWAYS_EAGER (no worker): the task sent by name still runs, here."""
+    monkeypatch.setattr(wakeup, "send_reconcile", SEND_RECONCILE)
+    current_app.conf.task_always_eager = True
+    try:
+        job = lifecycle.submit(alice, job_text("eager", command="sleep 30"))
+    finally:
+        current_app.conf.task_always_eager = False
+    assert fresh(job).state == JobState.RUNNING

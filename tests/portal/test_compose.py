@@ -17,3 +17,10 @@ def test_every_long_running_service_restarts_and_the_portal_ones_have_a_healthch
             assert service.get("restart") in ("unless-stopped", "always", "on-failure"), name
     for name in ("postgres", "redis", "web", "worker"):
         assert services[name]["healthcheck"]["test"], name
+
+
+def test_the_listener_of_ended_tasks_runs_beside_the_worker_on_the_shared_volume():
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    watcher, worker = services["watcher"], services["worker"]
+    assert watcher["command"][-1] == "watch_tasks"
+    assert watcher["volumes"] == worker["volumes"]  # the tasks' root, where wrappers leave files
