@@ -115,7 +115,7 @@ class LocalBackend:
             ended = ended_marker(self.root, ref)
             ended.parent.mkdir(mode=0o700, exist_ok=True)
             ended.unlink(missing_ok=True)  # a relaunch's own end is news again
-            wrapper_pid, pid = spawn_detached(workdir, env, self.log_max_bytes, ended)
+            wrapper_pid, pid = spawn_detached(workdir, env, self.log_max_bytes)
             record = TaskRecord(
                 pid=pid,
                 pgid=pid,

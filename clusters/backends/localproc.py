@@ -33,10 +33,11 @@ from typing import Any
 # pipe read-write once. The exit code is written once both readers are done (``wait``, no
 # polling), so that a log read after it is whole; a watchdog kills the readers 10 s after the
 # task ended, should a process that escaped the task's group still hold a pipe, so that it
-# cannot hold the exit code back. Then the wrapper creates ``$2`` (when given), an empty file
-# in the root's ``.ended`` directory named after the task: the portal's listener of ended
-# tasks (``manage.py watch_tasks``) is woken by it through inotify and wakes the reconcile
-# loop. A file, not a message: it waits on disk for a listener that is down or restarting.
+# cannot hold the exit code back. Then the wrapper creates an empty file named after the task
+# (``ended_marker``; the name comes from its working directory, ``<root>/<attempt>/<task>``)
+# in the root's ``.ended`` directory: the portal's listener of ended tasks (``manage.py
+# watch_tasks``) is woken by it through inotify and wakes the reconcile loop. A file, not a
+# message: it waits on disk for a listener that is down or restarting.
 WRAPPER = """\
 echo $$
 exec 3>&1 >/dev/null 2>&1 </dev/null
@@ -74,13 +75,15 @@ wait $readers
 kill $watchdog 2>/dev/null
 rm -f stdout.pipe stderr.pipe stdout.log.done stderr.log.done
 printf %s "$code" >exit_code.tmp && mv -f exit_code.tmp exit_code
-[ -z "$2" ] || : >"$2"
+task=${PWD##*/} attempt=${PWD%/*}
+: >"../../.ended/${attempt##*/}+$task"
 """
 ENDED_DIR = ".ended"  # under the tasks' root: one empty file per task that ended, until seen
 
 
 def ended_marker(root: Path, ref: str) -> Path:
-    """The file the wrapper of ``ref`` creates once the task's exit code is written."""
+    """The file the wrapper of ``ref`` (in ``root / ref``) creates once the task's exit code
+    is written."""
     return root / ENDED_DIR / ref.replace("/", "+")
 
 
@@ -169,17 +172,12 @@ def is_alive(pid: int | None, start_time: int | None) -> bool:
 
 
 def spawn_detached(
-    workdir: Path,
-    env: dict[str, str],
-    log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
-    ended: Path | None = None,
+    workdir: Path, env: dict[str, str], log_max_bytes: int = DEFAULT_LOG_MAX_BYTES
 ) -> tuple[int, int | None]:
     """Start ``workdir/bootstrap.sh`` detached, each of its output streams capped at
-    ``log_max_bytes`` in its log, creating ``ended`` once it has ended; return the wrapper's
-    pid and the task's pid."""
-    argv = ["setsid", "-f", "/bin/sh", "-c", WRAPPER, "wrapper", str(log_max_bytes)]
+    ``log_max_bytes`` in its log; return the wrapper's pid and the task's pid."""
     proc = subprocess.Popen(
-        [*argv, str(ended or "")],
+        ["setsid", "-f", "/bin/sh", "-c", WRAPPER, "wrapper", str(log_max_bytes)],
         cwd=workdir,
         env=env,
         stdin=subprocess.DEVNULL,

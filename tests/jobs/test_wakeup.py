@@ -112,22 +112,9 @@ def test_a_wake_up_observes_only_the_tasks_that_changed(alice, backend, clean_ke
     assert fresh(busy).state == JobState.RUNNING
 
 
-def test_two_workers_racing_on_the_same_event_apply_it_once(
-    alice, backend, clean_keys, monkeypatch
-):
-    job = lifecycle.submit(alice, job_text("raced", command="sleep 1"))
-    reconcile.run_pass(backend)
-    assert Task.objects.get(attempt__job=job).state == TaskState.RUNNING
-    ref = ended_and_recorded(backend, job)
-    published: list[int] = []
-    real_publish = news.publish
-
-    def counting(job_ids, queues=()):  # type: ignore[no-untyped-def]
-        published.extend(job_ids)
-        real_publish(job_ids, queues)
-
-    monkeypatch.setattr(news, "publish", counting)
-    start = threading.Barrier(4)
+def race(runs: list[Callable[[], object]]) -> None:
+    """Each of ``runs`` in a thread of its own, all let go at once."""
+    start = threading.Barrier(len(runs))
 
     def worker(run: Callable[[], object]) -> None:
         try:
@@ -136,21 +123,51 @@ def test_two_workers_racing_on_the_same_event_apply_it_once(
         finally:
             connections.close_all()
 
-    # Two reconcile tasks (the lock), and two bare passes on the same event (compare-and-swap).
-    runs = [lambda: reconcile.reconcile(backend)] * 2 + [
-        lambda: reconcile.run_pass(backend, {ref})
-    ] * 2
     threads = [threading.Thread(target=worker, args=(run,)) for run in runs]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
 
+
+def raced_job(alice: object, backend: LocalBackend) -> tuple[Job, str]:
+    job = lifecycle.submit(alice, job_text("raced", command="sleep 1"))
+    reconcile.run_pass(backend)
+    assert Task.objects.get(attempt__job=job).state == TaskState.RUNNING
+    return job, ended_and_recorded(backend, job)
+
+
+def assert_applied_once(job: Job) -> None:
     assert fresh(job).state == JobState.SUCCEEDED
     events = list(JobEvent.objects.filter(job=job).values_list("kind", "message"))
     assert ("task", "main-0 succeeded") in events
     assert len(events) == len(set(events))  # every change of state recorded once
+
+
+def test_two_workers_racing_on_the_same_event_apply_it_once(
+    alice, backend, clean_keys, monkeypatch
+):
+    job, _ = raced_job(alice, backend)
+    published: list[int] = []
+    real_publish = news.publish
+
+    def counting(job_ids, queues=()):  # type: ignore[no-untyped-def]
+        published.extend(job_ids)
+        real_publish(job_ids, queues)
+
+    monkeypatch.setattr(news, "publish", counting)
+    race([lambda: reconcile.reconcile(backend)] * 3)  # three reconcile tasks, one event
+    assert_applied_once(job)
     assert published.count(job.id) == 1
+
+
+def test_passes_racing_past_the_lock_still_change_nothing_twice(alice, backend, clean_keys):
+    """The compare-and-swap updates alone: bare passes, no lock. (The job's pages may hear
+    of it twice here, once for the task's end and once for the job's, when two passes each
+    apply one of them; the lock keeps workers from that.)"""
+    job, ref = raced_job(alice, backend)
+    race([lambda: reconcile.run_pass(backend, {ref})] * 3 + [lambda: reconcile.run_pass(backend)])
+    assert_applied_once(job)
 
 
 def test_an_event_a_dying_worker_did_not_apply_is_applied_by_the_next_wake_up(
