@@ -186,9 +186,10 @@ def load(backend: Backend | None) -> Loaded:
     return queues, cap, running, waiting, standing
 
 
-def admit(backend: Backend, report: Report) -> Plan:
-    """Plan one pass and apply it: preempt, start, and tell every waiting job where it stands."""
-    queues, cap, running, waiting, standing = load(backend)
+def admit(backend: Backend, report: Report, standing: bool = True) -> Plan:
+    """Plan one pass and apply it: preempt, start, and (with ``standing``) tell every waiting
+    job where it stands."""
+    queues, cap, running, waiting, was = load(backend)
     decided = plan(queues, cap, running, waiting, max_admit=MAX_ADMIT)
     with transaction.atomic():  # one commit for the pass; each job in its own savepoint
         for job_id, reason in decided.preempt.items():
@@ -204,7 +205,9 @@ def admit(backend: Backend, report: Report) -> Plan:
             )
             report.admitted += len(started)
             report.touched_jobs.update(job.id for job in started)
-        changed = {i: s for i, s in decided.waiting.items() if standing.get(i) != s}
+        if not standing:
+            return decided
+        changed = {i: s for i, s in decided.waiting.items() if was.get(i) != s}
         write_standing(changed)
         # Their pages show the new reason and position: one message per queue that moved.
         vc_of = {job.id: job.vc for job in waiting}

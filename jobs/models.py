@@ -120,7 +120,11 @@ class Task(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["attempt", "role", "index"], name="task_unique")
         ]
-        indexes = [models.Index(fields=["state"], name="task_state")]
+        indexes = [
+            models.Index(fields=["state"], name="task_state"),
+            # A wake-up finds the tasks it was told of by ref, among every task ever run.
+            models.Index(fields=["backend_ref"], name="task_backend_ref"),
+        ]
         ordering = ["attempt", "id"]
 
     def __str__(self) -> str:

@@ -19,6 +19,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from jobs import wakeup
+
 log = logging.getLogger(__name__)
 
 
@@ -79,6 +81,4 @@ def after_commit(job_id: int, reconcile: bool = False, new: bool = False) -> Non
     elif not new:
         transaction.on_commit(lambda: publish([job_id]), robust=True)
     if reconcile:
-        from jobs.reconcile import request_pass
-
-        transaction.on_commit(request_pass, robust=True)
+        transaction.on_commit(wakeup.request_pass, robust=True)

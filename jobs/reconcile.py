@@ -1,4 +1,4 @@
-"""The reconcile pass: admit, launch, observe, settle, stop. Run by beat and on demand.
+"""The reconcile pass: observe, settle, stop, admit, launch. Woken by events, and by beat.
 
 One pass holds a Redis lock so that two workers never launch the same task twice; every
 update inside it is also a compare-and-swap, so a pass that runs twice changes nothing.
@@ -10,7 +10,7 @@ import functools
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.utils import timezone
 
+from clusters.admission import admit as admit_by_quota
 from clusters.backends.base import (
     Backend,
     BackendUnavailable,
@@ -34,7 +35,7 @@ from clusters.backends.base import (
     TaskPhase,
 )
 from clusters.quota import gpu_type_of
-from jobs import lifecycle, news
+from jobs import lifecycle, news, wakeup
 from jobs.access import is_admin
 from jobs.completion import TaskView, decide
 from jobs.models import Job, JobAttempt, JobEvent, Task
@@ -43,12 +44,15 @@ from jobs.runtime import JobContext, bootstrap_script, task_environment, task_fi
 from jobs.runtime.context import context_for
 from jobs.runtime.observe import exit_changes, mask_quoted, maskers_of
 from jobs.states import LIVE_TASK_STATES, JobState, TaskState
+from jobs.wakeup import FULL_KEY, QUEUED_KEY, WANTED_KEY, redis_client
 
 log = logging.getLogger(__name__)
 LOCK_NAME = "portal:reconcile"
 ADMIT_BATCH = 100
 CLEANUP_KEY = "portal:reconcile:cleanup"  # in the cache while the last cleanup is recent
 CLEANUP_EVERY_SECONDS = 300
+STANDING_KEY = "portal:reconcile:standing"  # in the cache for a while after standing was written
+STANDING_EVERY_SECONDS = 1.0
 
 
 @dataclass
@@ -62,35 +66,8 @@ class PassReport:
     touched_queues: set[str] = field(default_factory=set)  # VCs whose waiting jobs moved
 
 
-WANTED_KEY = "portal:reconcile:wanted"  # set: something changed since the last pass began
-QUEUED_KEY = "portal:reconcile:queued"  # set: a reconcile task is queued and has not started
 MAX_PASSES = 5  # passes one task runs back to back while more is wanted
 LAST_RUN_KEY = "portal:reconcile:last-run-at"  # when the last pass ended (Unix time)
-
-
-@functools.cache
-def redis_client(url: str) -> redis.Redis:
-    """One client (and connection pool) per process and URL."""
-    return redis.Redis.from_url(url)
-
-
-def request_pass() -> None:
-    """Ask for a reconcile pass soon, cheaply enough to call on every submission.
-
-    Marks a pass as wanted and queues a reconcile task only when none is queued already: a
-    thousand submissions in a second queue one task, not a thousand. The task clears "queued"
-    as it starts, and runs passes until nobody wants one any more, so a change made while a
-    pass runs is never left for the periodic pass.
-    """
-    from jobs.tasks import reconcile as reconcile_task
-
-    client = redis_client(settings.REDIS_URL)
-    with client.pipeline(transaction=False) as pipe:
-        pipe.set(WANTED_KEY, 1)
-        pipe.set(QUEUED_KEY, 1, nx=True, ex=60)
-        queued_now = pipe.execute()[1]
-    if queued_now:
-        reconcile_task.delay()
 
 
 @contextmanager
@@ -107,40 +84,74 @@ def reconcile_lock() -> Iterator[bool]:
                 log.warning("the reconcile lock expired before the pass ended")
 
 
-def reconcile(backend: Backend) -> PassReport:
-    """Passes while one is wanted (at most ``MAX_PASSES``); skipped when another runs (which
-    sees "wanted" when it ends and goes round again)."""
+def reconcile(backend: Backend, full: bool = False) -> PassReport:
+    """Passes while one is wanted (at most ``MAX_PASSES``, then another task is queued);
+    skipped when another runs (which sees "wanted" when it ends and goes round again).
+
+    The first pass is a full one when ``full`` (beat's safety net), the others wake-ups: each
+    observes the tasks recorded as changed (``jobs.wakeup``) and forgets them only once it
+    has applied them, so a worker that dies mid-pass leaves them to the next pass.
+    """
     client = redis_client(settings.REDIS_URL)
     client.delete(QUEUED_KEY)
+    if full:  # left for the pass that runs now, should this task find one running
+        client.set(FULL_KEY, 1)
+        client.set(WANTED_KEY, 1)
     report = PassReport(skipped=True)
     for _ in range(MAX_PASSES):
         with reconcile_lock() as got:
             if not got:
                 return report
             client.delete(WANTED_KEY)
-            report = run_pass(backend)
+            full = bool(client.delete(FULL_KEY))
+            changes = wakeup.changed_tasks()
+            report = run_pass(backend, None if full else set(changes))
+            wakeup.forget_changed(changes)
         if not client.exists(WANTED_KEY):
-            break
+            return report
+    wakeup.request_pass()  # still wanted: a new task, so that beat is not the one to see it
     return report
 
 
-def run_pass(backend: Backend) -> PassReport:
+def run_pass(backend: Backend, changed: Collection[str] | None = None) -> PassReport:
+    """One pass. ``changed`` None: the full pass, which observes every live task and settles
+    every running attempt. Else a wake-up, whose work is proportional to what changed: it
+    observes the tasks ``changed`` names and settles the attempts it touched (and jobs being
+    stopped). Either way capacity freed by what ended is used in the same pass: settle first,
+    then admit and launch, then observe what was launched (so it shows running at once)."""
     report = PassReport()
-    with news.gathered() as changed:
-        admit(backend, report)
-        launch(backend, report)
-        observe(backend, report)
-        settle(backend, report)
-        settle_orphans(backend, report)
-        send_stops(backend)
-        changed.jobs.update(report.touched_jobs)
-        changed.queues.update(report.touched_queues)
-    cleanup(backend)
+    with news.gathered() as gathered:
+        observe(backend, report, changed)
+        # A wake-up settles the jobs of the tasks it was told of even when observing them
+        # changed nothing: a pass that died after saving their ends left them unsettled.
+        scope = None if changed is None else jobs_of(changed) | report.touched_jobs
+        settle(backend, report, scope)
+        if changed is None:
+            settle_orphans(backend, report)
+        send_stops(backend, report)
+        settled = set(report.touched_jobs)
+        admit(backend, report, full=changed is None)
+        launched = launch(backend, report)
+        if launched:
+            observe(backend, report, launched)
+        if report.touched_jobs - settled:  # launched, or failed to launch
+            settle(backend, report, report.touched_jobs - settled)
+        gathered.jobs.update(report.touched_jobs)
+        gathered.queues.update(report.touched_queues)
+    if changed is None:
+        cleanup(backend)
     try:
         redis_client(settings.REDIS_URL).set(LAST_RUN_KEY, time.time())
     except redis.exceptions.RedisError:
         log.warning("could not record the end of the reconcile pass", exc_info=True)
     return report
+
+
+def jobs_of(refs: Collection[str]) -> set[int]:
+    if not refs:
+        return set()
+    tasks = Task.objects.filter(backend_ref__in=list(refs))
+    return set(tasks.values_list("attempt__job_id", flat=True))
 
 
 @functools.cache
@@ -158,24 +169,36 @@ def seconds_since_last_pass() -> float | None:
     return None if ended is None else max(0.0, time.time() - float(ended))
 
 
-def admit(backend: Backend, report: PassReport) -> None:
-    """Start waiting jobs as their virtual clusters' quotas allow (``clusters.admission``)."""
-    from clusters.admission import admit as admit_by_quota
+def admit(backend: Backend, report: PassReport, full: bool = True) -> None:
+    """Start waiting jobs as their virtual clusters' quotas allow (``clusters.admission``).
 
-    admit_by_quota(backend, report)
+    Where each waiting job stands (its reason and queue position) is written by every full
+    pass but by a wake-up at most once every ``STANDING_EVERY_SECONDS``: when jobs end one
+    after another with a thousand waiting, every pass moves all their positions, and writing
+    them (and telling their pages) each time cost more than the rest of the pass. A wake-up
+    that leaves it asks for a pass once that second is over, so no standing stays stale. A
+    wake-up with no job waiting skips admission (which reads every running job)."""
+    if not full and not Job.objects.filter(state=JobState.WAITING).exists():
+        return  # nothing to admit: spare a wake-up reading every running job
+    write = full or cache.add(STANDING_KEY, 1, STANDING_EVERY_SECONDS)
+    decided = admit_by_quota(backend, report, standing=write)
+    if not write and decided.waiting:
+        wakeup.request_pass_later(STANDING_EVERY_SECONDS)
 
 
-def launch(backend: Backend, report: PassReport) -> None:
-    """Launch every task that is waiting and has not been handed to the backend yet. A task
-    the backend refuses fails with the reason; when the backend is unavailable
-    (``BackendUnavailable``) the pass stops here and raises, leaving the task as it was."""
+def launch(backend: Backend, report: PassReport) -> list[str]:
+    """Launch every task that is waiting and has not been handed to the backend yet; return
+    the refs of those launched. A task the backend refuses fails with the reason; when the
+    backend is unavailable (``BackendUnavailable``) the pass stops here and raises, leaving
+    the task as it was."""
     pending = list(
         Task.objects.filter(state=TaskState.WAITING, backend_ref="", stop_requested=False)
         .select_related("attempt__job__owner", "attempt__job__virtual_cluster")
         .order_by("id")
     )
     if not pending:
-        return
+        return []
+    launched: list[str] = []
     attempt_ids = {t.attempt_id for t in pending}
     placements: dict[int, dict[tuple[str, int], Placement]] = defaultdict(dict)
     for row in Task.objects.filter(attempt_id__in=attempt_ids).values(
@@ -204,9 +227,11 @@ def launch(backend: Backend, report: PassReport) -> None:
             )
             report.touched_jobs.add(job.id)
             continue
-        Task.objects.filter(id=task.id, backend_ref="").update(backend_ref=ref)
+        if Task.objects.filter(id=task.id, backend_ref="").update(backend_ref=ref):
+            launched.append(ref)
         report.launched += 1
         report.touched_jobs.add(job.id)
+    return launched
 
 
 def launch_one(
@@ -287,9 +312,15 @@ def task_rows(tasks: QuerySet[Task]) -> list[TaskRow]:
     ]  # fmt: skip
 
 
-def observe(backend: Backend, report: PassReport) -> None:
-    """One backend call for every live task, then the changes saved in a few queries."""
-    live = task_rows(Task.objects.filter(state__in=LIVE_TASK_STATES).exclude(backend_ref=""))
+def observe(backend: Backend, report: PassReport, refs: Collection[str] | None = None) -> None:
+    """One backend call for every live task (or only those of ``refs``), then the changes
+    saved in a few queries."""
+    live_tasks = Task.objects.filter(state__in=LIVE_TASK_STATES).exclude(backend_ref="")
+    if refs is not None:
+        if not refs:
+            return
+        live_tasks = live_tasks.filter(backend_ref__in=list(refs))
+    live = task_rows(live_tasks)
     if not live:
         return
     seen = backend.observe([t.backend_ref for t in live])
@@ -386,12 +417,17 @@ def changes_for(task: TaskRow, obs: Observation) -> dict[str, object]:
     return new
 
 
-def settle(backend: Backend, report: PassReport) -> None:
-    """Apply retries and completion policies to running attempts; close stopped jobs."""
+def settle(backend: Backend, report: PassReport, job_ids: Collection[int] | None = None) -> None:
+    """Apply retries and completion policies to running attempts (those of every job, or of
+    ``job_ids`` and of the jobs being stopped); close stopped jobs."""
+    running = JobAttempt.objects.filter(state=JobState.RUNNING)
+    if job_ids is not None:  # two index lookups (an OR across the join would scan attempts)
+        stopping = Job.objects.filter(state=JobState.STOPPING).values_list("id", flat=True)
+        running = running.filter(job_id__in={*job_ids, *stopping})
     attempts = list(
-        JobAttempt.objects.filter(state=JobState.RUNNING)
-        .select_related("job__owner")
-        .defer("job__submitted_text", "job__resources", "job__tags")  # not needed: not read
+        running.select_related("job__owner").defer(
+            "job__submitted_text", "job__resources", "job__tags"
+        )  # not needed: not read
     )
     if not attempts:
         return
@@ -414,9 +450,9 @@ def settle(backend: Backend, report: PassReport) -> None:
         )
         if verdict is None:
             continue
-        report.touched_jobs.add(job.id)
         if not lifecycle.finish_attempt(attempt, verdict.state, verdict.reason, verdict.exit_code):
-            continue
+            continue  # another pass finished it (and tells the job's pages)
+        report.touched_jobs.add(job.id)
         if verdict.state == TaskState.FAILED and lifecycle.retry_job(job, attempt, backend):
             continue
         if lifecycle.finish_job(job, verdict.state, verdict.reason, verdict.exit_code):
@@ -477,7 +513,7 @@ def settle_orphans(backend: Backend, report: PassReport) -> None:
         report.touched_jobs.add(job.id)
 
 
-def send_stops(backend: Backend) -> None:
+def send_stops(backend: Backend, report: PassReport) -> None:
     refs = list(
         Task.objects.filter(state__in=LIVE_TASK_STATES, stop_requested=True)
         .exclude(backend_ref="")
@@ -485,10 +521,13 @@ def send_stops(backend: Backend) -> None:
     )
     if refs:
         backend.stop(refs)
-    # Tasks that were never launched have nothing to stop.
-    Task.objects.filter(Q(backend_ref=""), state=TaskState.WAITING, stop_requested=True).update(
-        state=TaskState.STOPPED, completed_at=timezone.now()
+    # Tasks that were never launched have nothing to stop: their jobs are settled next.
+    unlaunched = Task.objects.filter(
+        Q(backend_ref=""), state=TaskState.WAITING, stop_requested=True
     )
+    job_ids = set(unlaunched.values_list("attempt__job_id", flat=True))
+    if job_ids and unlaunched.update(state=TaskState.STOPPED, completed_at=timezone.now()):
+        report.touched_jobs.update(job_ids)
 
 
 # -- cleanup: what the backend still holds of attempts nobody needs -------------------------------

@@ -9,8 +9,9 @@ from jobs.reconcile import reconcile as reconcile_pass
 
 
 @shared_task(name="jobs.tasks.reconcile", ignore_result=True)
-def reconcile() -> dict[str, int | bool]:
-    report = reconcile_pass(get_backend())
+def reconcile(full: bool = False) -> dict[str, int | bool]:
+    """Passes while one is wanted; beat's (``full``) observes every live task first."""
+    report = reconcile_pass(get_backend(), full=full)
     return {
         "admitted": report.admitted,
         "launched": report.launched,

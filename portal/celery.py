@@ -19,9 +19,9 @@ def schedule_reconcile(sender: Celery, **kwargs: object) -> None:
 
     interval = settings.RECONCILE_INTERVAL_SECONDS
     # By name: the tasks' modules may not be imported yet when the app finalizes.
-    sender.add_periodic_task(
-        interval, sender.signature("jobs.tasks.reconcile"), name="reconcile", expires=interval * 0.9
-    )
+    # The safety net: a full pass. Ended tasks, submissions and stops wake the loop at once.
+    full_pass = sender.signature("jobs.tasks.reconcile", kwargs={"full": True})
+    sender.add_periodic_task(interval, full_pass, name="reconcile", expires=interval * 0.9)
     sender.add_periodic_task(
         60.0,
         sender.signature("clusters.tasks.refresh_capacity"),

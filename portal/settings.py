@@ -140,7 +140,10 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 2.0, minimum=0.1)
+# Beat's full reconcile pass: the safety net. Submissions, stops, a local task's end and a
+# Kubernetes pod's change wake the loop at once (jobs.wakeup; ``manage.py watchcluster``), so it
+# can be rare.
+RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 30.0, minimum=0.1)
 # Pages say the scheduler is not running when no reconcile pass has ended for this long.
 # GET /api/v2/alerts (jobs.alerts): a job waiting longer than this, a task killed for memory
 # within the window, a node the capacity refresh (every 60 s) has not seen for this long.
@@ -152,7 +155,7 @@ ALERT_NODE_SILENT_SECONDS = env_float("ALERT_NODE_SILENT_SECONDS", 600.0, minimu
 # they may list (config, logs, addresses and SSH stay the owner's and admins').
 JOBS_PRIVATE = env_bool("JOBS_PRIVATE", False)
 SCHEDULER_LATE_SECONDS = env_float(
-    "SCHEDULER_LATE_SECONDS", max(30.0, 10 * RECONCILE_INTERVAL_SECONDS), minimum=1.0
+    "SCHEDULER_LATE_SECONDS", max(30.0, 3 * RECONCILE_INTERVAL_SECONDS), minimum=1.0
 )
 
 # Every open WebSocket waits for its messages in a blocking BZPOPMIN of up to 5 s

@@ -105,9 +105,9 @@ def backend(settings) -> Iterator[LocalBackend]:
 @pytest.fixture(autouse=True)
 def _no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests drive reconcile passes themselves; enqueueing is a no-op here."""
-    from jobs import tasks
+    from jobs import wakeup
 
-    monkeypatch.setattr(tasks.reconcile, "delay", lambda *a, **k: None)
+    monkeypatch.setattr(wakeup, "send_reconcile", lambda countdown=None: None)
 
 
 def make_user(username: str, **extra: object) -> User:

@@ -12,19 +12,19 @@ from typing import Any
 
 import pytest
 import redis
-from django.core.management import call_command
 from django.db import connection
 from test_kubernetes_backend import launch_all, name_of, running, terminated
 
 import jobs.tasks
-from clusters.backends.base import SupportsWatch, TaskPhase
+from clusters.backends.base import SupportsWatch, TaskPhase, WatchedChanges
 from clusters.backends.kubernetes.backend import KubernetesBackend
 from clusters.backends.kubernetes.watch import PodBatch
-from jobs import lifecycle
-from jobs.management.commands.watchcluster import follow
+from jobs import lifecycle, wakeup
+from jobs.management.commands.watchcluster import follow, wake_for
 from jobs.models import Task
-from jobs.reconcile import QUEUED_KEY, request_pass, run_pass
+from jobs.reconcile import run_pass
 from jobs.states import TaskState
+from jobs.wakeup import QUEUED_KEY
 from tests.jobs.samples import hello_job
 from tests.support.fake_apiserver import FakeCluster
 from tests.waiting import wait_for
@@ -186,16 +186,16 @@ def test_a_pods_phase_change_reaches_its_job_through_the_watcher_with_no_periodi
     run_pass(k8s)  # launched: its pod is pending
     task = Task.objects.get(attempt__job=job)
     assert task.state == TaskState.WAITING and task.backend_ref
-    # No worker runs in the tests (nor does beat): the pass request_pass queues runs at once,
+    # No worker runs in the tests (nor does beat): the pass the watcher asks for runs at once,
     # in the watcher's thread, as the worker would run it.
-    monkeypatch.setattr(jobs.tasks.reconcile, "delay", jobs.tasks.reconcile.apply)
+    monkeypatch.setattr(wakeup, "send_reconcile", lambda countdown=None: jobs.tasks.reconcile())
     monkeypatch.setattr(jobs.tasks, "get_backend", lambda: k8s)
     redis.Redis.from_url(settings.REDIS_URL).delete(QUEUED_KEY)  # left by the submit's request
-    woken: list[int] = []
+    woken: list[WatchedChanges] = []
 
-    def wake() -> None:
-        request_pass()
-        woken.append(1)
+    def wake(changes: WatchedChanges) -> None:
+        wake_for(changes)  # a relist asks for a full pass, a pod's change for its task's
+        woken.append(changes)
 
     def watch() -> None:
         try:
@@ -217,14 +217,9 @@ def test_a_pods_phase_change_reaches_its_job_through_the_watcher_with_no_periodi
     wait_for(state)
     assert task.ip == "10.0.0.7"
     wait_for(lambda: len(woken) == 2)  # the pod's change woke the loop once more
+    assert woken[0].resync and not woken[1].resync
+    assert list(woken[1].observations) == [task.backend_ref]
     stop.set()
     cluster.bookmark()
     watcher.join(30)
     assert not watcher.is_alive()
-
-
-@pytest.mark.django_db
-def test_watchcluster_has_nothing_to_follow_on_the_local_backend(settings, capsys):
-    settings.CLUSTER_BACKEND = "local"
-    call_command("watchcluster")  # returns (exit 0) instead of running for ever
-    assert "has no watch" in capsys.readouterr().out

@@ -62,7 +62,7 @@ def beat_loop(backend: object, stop: threading.Event, failed: threading.Event) -
     try:
         while not stop.is_set():
             try:
-                reconcile(backend)  # type: ignore[arg-type]
+                reconcile(backend, full=True)  # type: ignore[arg-type]
             except redis.exceptions.ConnectionError:
                 failed.set()
             stop.wait(0.3)

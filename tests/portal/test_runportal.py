@@ -7,7 +7,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from portal.management.commands.runportal import Command, kill_group, portal_processes
+from portal.management.commands.runportal import Command, kill_group
 from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +58,7 @@ def alive(pid: int) -> bool:
 
 
 def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
+    """The listener of ended tasks is one of the children too."""
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
@@ -82,6 +82,7 @@ def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
     try:
         redis_pid = int(output.wait_for(r"redis: started, pid (\d+)")[1])
         worker_pid = int(output.wait_for(r"worker: started, pid (\d+)")[1])
+        watcher_pid = int(output.wait_for(r"watcher: started, pid (\d+)")[1])
         output.wait_for(r"celery@\S+ ready")
 
         os.kill(worker_pid, signal.SIGKILL)  # as the OOM killer would
@@ -97,7 +98,7 @@ def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
 
         portal.send_signal(signal.SIGTERM)
         assert portal.wait(60) == 0
-        assert not alive(new_worker) and not alive(new_redis)
+        assert not alive(new_worker) and not alive(new_redis) and not alive(watcher_pid)
     finally:
         if portal.poll() is None:
             portal.kill()
@@ -126,13 +127,3 @@ def test_the_private_redis_answers_only_with_its_password(settings, tmp_path, mo
     finally:
         kill_group(child.process, signal.SIGKILL)
         child.process.wait()
-
-
-def test_the_pod_watcher_runs_beside_the_worker_on_kubernetes_only(settings):
-    with socket.socket() as web:
-        settings.CLUSTER_BACKEND = "local"
-        assert [c.name for c in portal_processes(web, 1)] == ["web-1", "worker", "beat"]
-        settings.CLUSTER_BACKEND = "kubernetes"
-        children = {c.name: c for c in portal_processes(web, 1)}
-        assert set(children) == {"web-1", "worker", "beat", "watcher"}
-        assert children["watcher"].command[-1] == "watchcluster"

@@ -4,8 +4,10 @@ the test database."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -102,3 +104,40 @@ def daphne(log_path: Path | None = None, **env: str) -> Iterator[str]:
         finally:
             server.terminate()
             server.wait(15)
+
+
+@contextmanager
+def portal_process(args: list[str], **env: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A process of the portal (``args`` after the interpreter) on the test database, Redis
+    database and task root; stopped (its whole session) at the end."""
+    full_env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "SECRET_KEY": settings.SECRET_KEY,
+        "LOCAL_TASK_ROOT": str(settings.LOCAL_TASK_ROOT),
+        "CELERY_TASK_ALWAYS_EAGER": "False",
+        **env,
+    }
+    process = subprocess.Popen(
+        [sys.executable, *args], env=full_env, cwd=ROOT, start_new_session=True
+    )
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@contextmanager
+def reconcile_worker_and_listener() -> Iterator[None]:
+    """What ``runportal`` runs to apply a task's end, without beat: a Celery worker and the
+    listener of ended tasks (``manage.py watchcluster``)."""
+    worker = ["-m", "celery", "-A", "portal", "worker", "--pool", "solo", "-l", "warning"]
+    with portal_process(worker), portal_process(["manage.py", "watchcluster"]):
+        yield

@@ -47,6 +47,7 @@ from clusters.backends.local import sandbox
 from clusters.backends.local.process import (
     DEFAULT_LOG_MAX_BYTES,
     TaskRecord,
+    ended_marker,
     free_ports,
     list_gpus,
     memory_mb,
@@ -98,6 +99,8 @@ class LocalBackend:
     # -- placement and launch ---------------------------------------------------------------
 
     def place(self, attempt_key: str, shapes: list[TaskShape]) -> list[Placement]:
+        if not any(shape.port_counts for shape in shapes):  # skip reading every live task
+            return [Placement(ip=self.host_ip, ports={}) for _ in shapes]
         with self._lock():
             taken = {p for rec in self._live_records() for ps in rec.ports.values() for p in ps}
             ports = free_ports([dict(shape.port_counts) for shape in shapes], taken)
@@ -145,6 +148,9 @@ class LocalBackend:
                 command = self._sandbox_command(task, ref, control, gpus, identity)
             if identity:
                 _chown_tree(work, identity.uid, identity.gid)
+            ended = ended_marker(self.root, ref)
+            ended.parent.mkdir(mode=0o700, exist_ok=True)  # the portal's only, as root too
+            ended.unlink(missing_ok=True)  # a relaunch's own end is news again
             wrapper_pid, pid = spawn_detached(control, env, self.log_max_bytes, command)
             record = TaskRecord(
                 pid=pid,

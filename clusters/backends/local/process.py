@@ -29,9 +29,14 @@ from typing import Any
 # the output went past the cap (the log is then cut back to the cap), and writes what each read
 # brings at once (``stdbuf -o0``: else stdio held back the last 4 KiB of a live log's tail).
 # A reader whose pipe never got a writer (the task did not start) is released by opening the
-# pipe read-write once. The exit code is written once both readers are done (or 10 s after the
-# task ended, should a process that escaped the task's group still hold a pipe), so that a log
-# read after it is whole.
+# pipe read-write once. The exit code is written once both readers are done (``wait``, no
+# polling), so that a log read after it is whole; a watchdog kills the readers 10 s after the
+# task ended, should a process that escaped the task's group still hold a pipe, so that it
+# cannot hold the exit code back. Then the wrapper creates an empty file named after the task
+# (``ended_marker``; the name comes from its working directory, ``<root>/<attempt>/<task>``)
+# in the root's ``.ended`` directory: the portal's listener of ended tasks (``manage.py
+# watchcluster``) is woken by it through inotify and wakes the reconcile loop. A file, not a
+# message: it waits on disk for a listener that is down or restarting.
 WRAPPER = """\
 echo $$
 log_max_bytes=$1; shift  # the rest is the task's command (its sandbox, then its bootstrap)
@@ -50,7 +55,9 @@ cap() {
 rm -f stdout.pipe stderr.pipe stdout.log.done stderr.log.done
 mkfifo stdout.pipe stderr.pipe
 cap "$log_max_bytes" stdout.log <stdout.pipe 3>&- &
+readers=$!
 cap "$log_max_bytes" stderr.log <stderr.pipe 3>&- &
+readers="$readers $!"
 setsid /bin/sh -c 'echo $$ >&3; printf %s $$ >pgid; PATH=$1; shift
 exec "$@" >stdout.pipe 2>stderr.pipe </dev/null 3>&-' task "$task_path" "$@"
 code=$?
@@ -58,13 +65,34 @@ pgid=$(cat pgid)
 [ -n "$pgid" ] && [ "$pgid" != $$ ] && kill -s KILL -- "-$pgid"
 exec 4<>stdout.pipe 5<>stderr.pipe
 exec 4>&- 5>&-
-n=0
-until [ -e stdout.log.done ] && [ -e stderr.log.done ] || [ $n -ge 100 ]; do
-  sleep 0.1; n=$((n + 1))
-done
+(
+  trap 'kill $nap 2>/dev/null; exit 0' TERM
+  sleep 10 & nap=$!
+  wait $nap && kill $readers 2>/dev/null
+) 3>&- &
+watchdog=$!
+wait $readers
+kill $watchdog 2>/dev/null
 rm -f stdout.pipe stderr.pipe stdout.log.done stderr.log.done
 printf %s "$code" >exit_code.tmp && mv -f exit_code.tmp exit_code
+task=${PWD##*/} attempt=${PWD%/*}
+: >"../../.ended/${attempt##*/}+$task"
 """
+ENDED_DIR = ".ended"  # under the tasks' root: one empty file per task that ended, until seen
+
+
+def ended_marker(root: Path, ref: str) -> Path:
+    """The file the wrapper of ``ref`` (in ``root / ref``) creates once the task's exit code
+    is written."""
+    return root / ENDED_DIR / ref.replace("/", "+")
+
+
+def ref_of_marker(name: str) -> str | None:
+    """The ref an ``ENDED_DIR`` file name stands for (None: not one the wrapper writes)."""
+    attempt, plus, task = name.partition("+")
+    return f"{attempt}/{task}" if plus and attempt and task and "+" not in task else None
+
+
 DEFAULT_LOG_MAX_BYTES = 1024**3  # per stream; LOCAL_TASK_LOG_MAX_BYTES
 
 

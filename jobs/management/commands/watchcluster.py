@@ -1,35 +1,46 @@
 """``manage.py watchcluster``: wake the reconcile loop the moment the cluster changes.
 
-A long-running process beside the Celery worker: it follows the backend's watch
-(``base.SupportsWatch``; on Kubernetes, a watch on the portal's pods) and asks for a reconcile
-pass (``jobs.reconcile.request_pass``) for each batch of changes, so that a pod that starts,
-ends or vanishes reaches its job at once instead of at the next periodic pass, which stays as
-the safety net. Asking is cheap and coalesced (a queued pass is not queued twice), so a burst of
-changes costs one pass or two. A backend without a watch (the local one) has nothing to follow:
-the command says so and exits 0. It keeps nothing of its own: killed and started again, it lists
-the pods again and asks for one pass, which reads the cluster as it is.
+A long-running process beside the Celery worker (``runportal`` starts it and starts it again
+should it die; compose and the Kubernetes manifests run it as ``watcher``). It records the tasks
+that changed (``jobs.wakeup.tasks_changed``) and asks for a pass, so that a task's end reaches
+its job at once instead of at beat's next pass, which stays as the safety net:
+
+- local backend: the listener of ended tasks (``clusters.backends.local.watch``: each task's
+  wrapper leaves a file once its exit code is written; inotify wakes the listener);
+- a backend with a watch (``base.SupportsWatch``; Kubernetes: a watch on the portal's pods): each
+  batch of changed pods; after a relist (``resync``) a pass looks at everything.
+
+It keeps nothing of its own: killed and started again, it reads the ended files or lists the
+pods again, and the pass reads the cluster as it is.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from clusters.backends.base import SupportsWatch
+from clusters.backends.base import SupportsWatch, WatchedChanges
+from clusters.backends.local import LocalBackend
+from clusters.backends.local.watch import listen
 from clusters.registry import get_backend
-from jobs.reconcile import request_pass
+from jobs import wakeup
 
-log = logging.getLogger(__name__)
+
+def wake_for(changes: WatchedChanges) -> None:
+    """The changed tasks for the next pass to observe; after a relist, a pass over all."""
+    if changes.resync:
+        wakeup.request_full_pass()
+    else:
+        wakeup.tasks_changed(changes.observations)
 
 
 def follow(
     backend: SupportsWatch,
     stop: threading.Event,
-    wake: Callable[[], None] = request_pass,
+    wake: Callable[[WatchedChanges], None] = wake_for,
 ) -> int:
     """Call ``wake`` for each batch of the backend's watch that holds changes, until ``stop``
     is set (seen when the next batch, or the watch's next bookmark, comes); the batches woken
@@ -37,7 +48,7 @@ def follow(
     woken = 0
     for changes in backend.watch(stop):
         if changes.observations or changes.resync:
-            wake()
+            wake(changes)
             woken += 1
         if stop.is_set():
             break
@@ -45,12 +56,15 @@ def follow(
 
 
 class Command(BaseCommand):
-    help = "Follow the cluster's changes and wake the reconcile loop for each (Kubernetes)."
+    help = "Follow the cluster's changes and wake the reconcile loop for each."
 
     def handle(self, *args: Any, **options: Any) -> None:
         backend = get_backend()
-        if not isinstance(backend, SupportsWatch):
+        if isinstance(backend, LocalBackend):
+            self.stdout.write(f"watching {backend.root} for ended tasks.")
+            listen(backend.root, wakeup.tasks_changed)
+        elif isinstance(backend, SupportsWatch):
+            self.stdout.write(f"following the {backend.name} backend's changes.")
+            follow(backend, threading.Event())
+        else:
             self.stdout.write(f"the {backend.name} backend has no watch: nothing to follow.")
-            return
-        self.stdout.write(f"following the {backend.name} backend's changes.")
-        follow(backend, threading.Event())

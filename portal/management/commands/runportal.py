@@ -65,24 +65,22 @@ class Child:
 
 def portal_processes(web_socket: socket.socket, web_processes: int) -> list[Child]:
     """What runs besides Redis: daphne processes sharing the one listening socket (Django runs
-    sync views on one thread per process, so one per core), a Celery worker, Celery beat, and on
-    Kubernetes the watcher that wakes the reconcile loop when a pod changes (``watchcluster``)."""
+    sync views on one thread per process, so one per core), a Celery worker, Celery beat, and the
+    watcher that wakes the reconcile loop when a task ends or a pod changes (``watchcluster``)."""
     python = sys.executable
     fd = web_socket.fileno()
     celery = [python, "-m", "celery", "-A", "portal"]
     schedule = str(settings.VAR_DIR / "celerybeat-schedule")
-    children = [
+    manage = str(settings.BASE_DIR / "manage.py")
+    return [
         *(
             Child(f"web-{n}", daphne_command(fd), pass_fds=(fd,))
             for n in range(1, web_processes + 1)
         ),
         Child("worker", [*celery, "worker", "-l", "info", "--concurrency", "2"]),
         Child("beat", [*celery, "beat", "-l", "warning", "--schedule", schedule]),
+        Child("watcher", [python, manage, "watchcluster"]),
     ]
-    if settings.CLUSTER_BACKEND == "kubernetes":
-        manage = str(settings.BASE_DIR / "manage.py")
-        children.append(Child("watcher", [python, manage, "watchcluster"]))
-    return children
 
 
 def daphne_command(fd: int) -> list[str]:

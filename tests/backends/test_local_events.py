@@ -1,0 +1,117 @@
+"""A local task's end is news at once: its wrapper leaves a file in ``.ended`` and the listener
+(``local.watch.listen``, what ``manage.py watchcluster`` runs on the local backend) hands the
+task's ref over."""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from clusters.backends.localproc import ENDED_DIR, ended_marker
+
+from clusters.backends.local import LocalBackend
+from clusters.backends.local.watch import WatchLost, listen
+from tests.backends.test_local import launch, wait_until_ended
+from tests.waiting import wait_for
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> LocalBackend:
+    return LocalBackend(tmp_path / "tasks")
+
+
+@pytest.fixture
+def listening(backend: LocalBackend) -> Iterator[Callable[[Callable[[list[str]], None]], None]]:
+    """Starts the listener in a thread with the given ``on_ended``; stops it at the end."""
+    stop_read, stop_write = os.pipe()
+    threads: list[threading.Thread] = []
+
+    def start(on_ended: Callable[[list[str]], None]) -> None:
+        thread = threading.Thread(target=listen, args=(backend.root, on_ended, stop_read))
+        thread.start()
+        threads.append(thread)
+
+    yield start
+    os.write(stop_write, b"x")
+    for thread in threads:
+        thread.join(10)
+        assert not thread.is_alive()
+    os.close(stop_read)
+    os.close(stop_write)
+
+
+def test_an_ended_task_is_handed_over_once_and_its_file_removed(backend, listening):
+    handed: queue.Queue[list[str]] = queue.Queue()
+    listening(handed.put)
+    ref = launch(backend, "exit 3\n")
+    assert handed.get(timeout=30) == [ref]
+    assert (backend.root / ref / "exit_code").read_text() == "3"  # written before the news
+    wait_for(lambda: not ended_marker(backend.root, ref).exists())
+    with pytest.raises(queue.Empty):
+        handed.get(timeout=0.5)
+
+
+def test_ends_seen_while_the_listener_is_down_or_failing_are_handed_over_later(backend, listening):
+    first = launch(backend, "true\n", key="job-1-a1")
+    wait_until_ended(backend, first)
+    wait_for(lambda: ended_marker(backend.root, first).exists())  # nobody listens yet
+
+    failures = 0
+    handed: queue.Queue[list[str]] = queue.Queue()
+
+    def flaky(refs: list[str]) -> None:  # Redis down for the first two tries
+        nonlocal failures
+        if failures < 2:
+            failures += 1
+            raise ConnectionError("redis is down")
+        handed.put(refs)
+
+    listening(flaky)
+    assert handed.get(timeout=30) == [first]
+    second = launch(backend, "true\n", key="job-2-a1")
+    assert handed.get(timeout=30) == [second]
+    assert failures == 2
+
+
+def test_files_that_name_no_task_are_dropped(backend, listening):
+    handed: queue.Queue[list[str]] = queue.Queue()
+    (backend.root / ENDED_DIR).mkdir(parents=True)
+    (backend.root / ENDED_DIR / "no-plus-sign").touch()
+    listening(handed.put)
+    wait_for(lambda: not (backend.root / ENDED_DIR / "no-plus-sign").exists())
+    assert handed.empty()
+
+
+def test_a_process_that_escaped_with_a_pipe_cannot_hold_the_exit_code_back(backend):
+    """It runs in a session of its own, so the wrapper cannot kill it, and holds stdout open;
+    the log readers never see the end of their pipe, and the watchdog releases the wrapper."""
+    ref = launch(backend, "setsid sleep 300 &\necho $! >escaped.pid\necho done\n")
+    assert wait_until_ended(backend, ref, timeout=60).value == "succeeded"
+    assert ended_marker(backend.root, ref).exists()
+    escaped = int((backend.root / ref / "escaped.pid").read_text())
+    os.kill(escaped, signal.SIGKILL)
+
+
+def test_the_listener_stops_when_its_directory_goes_away(backend):
+    """A watch on a removed directory would never fire again: the listener exits (and its
+    supervisor starts a new one on the new directory) instead of hanging."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            listen(backend.root, lambda refs: None)
+        except WatchLost as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    wait_for(lambda: (backend.root / ENDED_DIR).exists())
+    shutil.rmtree(backend.root / ENDED_DIR)
+    thread.join(30)
+    assert not thread.is_alive() and len(errors) == 1

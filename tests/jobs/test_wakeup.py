@@ -1,0 +1,251 @@
+"""Events drive the reconcile loop: a local task's end wakes it through the wrapper's file and
+the listener, a wake-up applies what changed and uses the freed capacity at once, and what a
+dying worker did not apply is kept for the next pass. Beat plays no part here."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from celery import current_app
+from clusters.backends.localproc import ENDED_DIR
+from django.core.cache import cache
+from django.db import connections
+
+from clusters.backends.local import LocalBackend
+from jobs import lifecycle, news, reconcile, wakeup
+from jobs.models import Job, JobEvent, Task
+from jobs.states import JobState, TaskState
+from tests.clusters.helpers import job_text, vc
+from tests.support.servers import reconcile_worker_and_listener
+
+pytestmark = pytest.mark.django_db(transaction=True)
+SEND_RECONCILE = wakeup.send_reconcile  # the real one (tests replace it with a no-op)
+
+
+@pytest.fixture
+def clean_keys() -> Iterator[None]:
+    client = wakeup.redis_client(wakeup.settings.REDIS_URL)
+    keys = [wakeup.CHANGED_KEY, wakeup.QUEUED_KEY, wakeup.WANTED_KEY, reconcile.LOCK_NAME]
+    keys += [reconcile.FULL_KEY, wakeup.LATER_KEY]
+    client.delete(*keys)
+    yield
+    client.delete(*keys)
+
+
+def fresh(job: Job) -> Job:
+    job.refresh_from_db()
+    return job
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.05)
+
+
+def ended_and_recorded(backend: LocalBackend, job: Job) -> str:
+    """Wait for ``job``'s task to end on the backend; record it as changed (as the listener
+    does); its ref."""
+    wait_until(lambda: Task.objects.filter(attempt__job=job).exclude(backend_ref="").exists())
+    ref = Task.objects.get(attempt__job=job).backend_ref
+    wait_until(lambda: (backend.root / ref / "exit_code").exists())
+    wakeup.tasks_changed([ref])
+    return ref
+
+
+def test_a_tasks_end_is_applied_and_the_next_job_started_without_beat(
+    alice, backend, clean_keys, monkeypatch
+):
+    """Through the real parts: the wrapper's file, ``watchcluster``, the broker and a worker.
+    No pass runs in this process and no beat runs at all."""
+    monkeypatch.setattr(wakeup, "send_reconcile", SEND_RECONCILE)
+    vc("solo", alice, cpu=1)  # room for one job at a time
+    with reconcile_worker_and_listener():
+        first = lifecycle.submit(
+            alice, job_text("first", command="sleep 1"), virtual_cluster="solo"
+        )
+        second = lifecycle.submit(alice, job_text("second", command="true"), virtual_cluster="solo")
+        wait_until(lambda: fresh(first).state == JobState.RUNNING)
+        assert fresh(second).state == JobState.WAITING  # it did not fit beside the first
+        wait_until(lambda: fresh(second).is_final)
+    assert fresh(first).state == JobState.SUCCEEDED
+    assert fresh(second).state == JobState.SUCCEEDED
+    assert not any((backend.root / ENDED_DIR).iterdir())  # every end was handed over
+
+
+def test_a_wake_up_settles_the_ended_job_and_launches_the_next_in_the_same_pass(
+    alice, backend, clean_keys
+):
+    vc("solo", alice, cpu=1)
+    first = lifecycle.submit(alice, job_text("first", command="true"), virtual_cluster="solo")
+    second = lifecycle.submit(alice, job_text("second", command="sleep 30"), virtual_cluster="solo")
+    reconcile.reconcile(backend)
+    ended_and_recorded(backend, first)
+
+    report = reconcile.reconcile(backend)  # a wake-up, not beat's full pass
+
+    assert fresh(first).state == JobState.SUCCEEDED
+    assert fresh(second).state == JobState.RUNNING
+    assert report.launched == 1
+    assert wakeup.changed_tasks() == {}  # applied, so forgotten
+
+
+def test_a_wake_up_observes_only_the_tasks_that_changed(alice, backend, clean_keys, monkeypatch):
+    busy = lifecycle.submit(alice, job_text("busy", command="sleep 30"))
+    quick = lifecycle.submit(alice, job_text("quick", command="sleep 1"))
+    reconcile.run_pass(backend)
+    assert Task.objects.get(attempt__job=quick).state == TaskState.RUNNING
+    ref = ended_and_recorded(backend, quick)
+    asked: list[list[str]] = []
+    real_observe = backend.observe
+    monkeypatch.setattr(backend, "observe", lambda refs: asked.append(refs) or real_observe(refs))
+
+    reconcile.reconcile(backend)
+
+    assert asked == [[ref]]
+    assert fresh(quick).state == JobState.SUCCEEDED
+    assert fresh(busy).state == JobState.RUNNING
+
+
+def race(runs: list[Callable[[], object]]) -> None:
+    """Each of ``runs`` in a thread of its own, all let go at once."""
+    start = threading.Barrier(len(runs))
+
+    def worker(run: Callable[[], object]) -> None:
+        try:
+            start.wait()
+            run()
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=worker, args=(run,)) for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+
+def raced_job(alice: object, backend: LocalBackend) -> tuple[Job, str]:
+    job = lifecycle.submit(alice, job_text("raced", command="sleep 1"))
+    reconcile.run_pass(backend)
+    assert Task.objects.get(attempt__job=job).state == TaskState.RUNNING
+    return job, ended_and_recorded(backend, job)
+
+
+def assert_applied_once(job: Job) -> None:
+    assert fresh(job).state == JobState.SUCCEEDED
+    events = list(JobEvent.objects.filter(job=job).values_list("kind", "message"))
+    assert ("task", "main-0 succeeded") in events
+    assert len(events) == len(set(events))  # every change of state recorded once
+
+
+def test_two_workers_racing_on_the_same_event_apply_it_once(
+    alice, backend, clean_keys, monkeypatch
+):
+    job, _ = raced_job(alice, backend)
+    published: list[int] = []
+    real_publish = news.publish
+
+    def counting(job_ids, queues=()):  # type: ignore[no-untyped-def]
+        published.extend(job_ids)
+        real_publish(job_ids, queues)
+
+    monkeypatch.setattr(news, "publish", counting)
+    race([lambda: reconcile.reconcile(backend)] * 3)  # three reconcile tasks, one event
+    assert_applied_once(job)
+    assert published.count(job.id) == 1
+
+
+def test_passes_racing_past_the_lock_still_change_nothing_twice(alice, backend, clean_keys):
+    """The compare-and-swap updates alone: bare passes, no lock. (The job's pages may hear
+    of it twice here, once for the task's end and once for the job's, when two passes each
+    apply one of them; the lock keeps workers from that.)"""
+    job, ref = raced_job(alice, backend)
+    race([lambda: reconcile.run_pass(backend, {ref})] * 3 + [lambda: reconcile.run_pass(backend)])
+    assert_applied_once(job)
+
+
+def test_an_event_a_dying_worker_did_not_apply_is_applied_by_the_next_wake_up(
+    alice, backend, clean_keys, monkeypatch
+):
+    job = lifecycle.submit(alice, job_text("survivor", command="sleep 1"))
+    reconcile.run_pass(backend)
+    assert Task.objects.get(attempt__job=job).state == TaskState.RUNNING
+    ref = ended_and_recorded(backend, job)
+
+    def die(*args: object) -> None:
+        raise SystemExit("the worker was killed mid-pass")
+
+    monkeypatch.setattr(reconcile, "settle", die)  # dies after saving the task's end
+    with pytest.raises(SystemExit):
+        reconcile.reconcile(backend)
+    monkeypatch.undo()
+    assert Task.objects.get(attempt__job=job).state == TaskState.SUCCEEDED
+    assert fresh(job).state == JobState.RUNNING
+    assert ref in wakeup.changed_tasks()  # kept: nobody applied it
+
+    reconcile.reconcile(backend)  # any later wake-up, e.g. the next submission's
+
+    assert fresh(job).state == JobState.SUCCEEDED
+    assert wakeup.changed_tasks() == {}
+
+
+def test_an_event_named_again_during_a_pass_is_kept_for_the_next(clean_keys):
+    wakeup.tasks_changed(["a/main-0", "b/main-0"])
+    read = wakeup.changed_tasks()
+    wakeup.tasks_changed(["a/main-0"])  # a new event for it while the pass ran
+    wakeup.forget_changed(read)
+    assert set(wakeup.changed_tasks()) == {"a/main-0"}
+
+
+def test_beats_pass_left_to_a_running_pass_is_done_by_it(backend, clean_keys, monkeypatch):
+    kinds: list[bool] = []
+    monkeypatch.setattr(
+        reconcile, "run_pass", lambda b, c: kinds.append(c is None) or reconcile.PassReport()
+    )
+    with reconcile.reconcile_lock():
+        assert reconcile.reconcile(backend, full=True).skipped  # beat's task found one running
+    reconcile.reconcile(backend)  # the running task goes round again: "wanted"
+    assert kinds == [True]
+
+
+def test_queue_positions_a_wake_up_leaves_unwritten_are_written_by_a_pass_it_asks_for(
+    alice, backend, clean_keys, monkeypatch
+):
+    vc("solo", alice, cpu=1)
+    first = lifecycle.submit(alice, job_text("first", command="sleep 1"), virtual_cluster="solo")
+    second = lifecycle.submit(alice, job_text("second", command="sleep 30"), virtual_cluster="solo")
+    third = lifecycle.submit(alice, job_text("third", command="sleep 30"), virtual_cluster="solo")
+    reconcile.run_pass(backend)
+    assert (fresh(second).queue_position, fresh(third).queue_position) == (1, 2)
+    ended_and_recorded(backend, first)
+    later: list[float | None] = []
+    monkeypatch.setattr(wakeup, "send_reconcile", lambda countdown=None: later.append(countdown))
+    cache.set(reconcile.STANDING_KEY, 1, 60)  # positions were written a moment ago
+
+    reconcile.reconcile(backend)  # the wake-up starts the second job, leaves positions
+
+    assert fresh(second).state == JobState.RUNNING
+    assert fresh(third).queue_position == 2  # not written yet
+    assert later == [reconcile.STANDING_EVERY_SECONDS]
+    cache.delete(reconcile.STANDING_KEY)  # that second is over: the pass asked for runs
+    reconcile.reconcile(backend)
+    assert fresh(third).queue_position == 1
+
+
+def test_with_always_eager_a_submission_runs_its_pass_in_place(
+    alice, backend, clean_keys, monkeypatch
+):
+    """CELERY_TASK_ALWAYS_EAGER (no worker): the task sent by name still runs, here."""
+    monkeypatch.setattr(wakeup, "send_reconcile", SEND_RECONCILE)
+    current_app.conf.task_always_eager = True
+    try:
+        job = lifecycle.submit(alice, job_text("eager", command="sleep 30"))
+    finally:
+        current_app.conf.task_always_eager = False
+    assert fresh(job).state == JobState.RUNNING
