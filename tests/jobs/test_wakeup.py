@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from celery import current_app
-from clusters.backends.localproc import ENDED_DIR
 from django.core.cache import cache
 from django.db import connections
 
 from clusters.backends.local import LocalBackend
+from clusters.backends.local.process import ENDED_DIR
 from jobs import lifecycle, news, reconcile, wakeup
 from jobs.models import Job, JobEvent, Task
 from jobs.states import JobState, TaskState
