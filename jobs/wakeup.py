@@ -27,16 +27,6 @@ FULL_KEY = "portal:reconcile:full"  # set: a full pass is wanted (beat's, or aft
 CHANGED_KEY = "portal:reconcile:changed"  # hash: task ref -> token of the latest event naming it
 RECONCILE_TASK = "jobs.tasks.reconcile"
 
-# Deletes each field still holding the token it was read with (ARGV: ref, token, ref, ...).
-_FORGET = """
-for i = 1, #ARGV, 2 do
-  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
-    redis.call('HDEL', KEYS[1], ARGV[i])
-  end
-end
-return 0
-"""
-
 
 @functools.cache
 def redis_client(url: str) -> redis.Redis:
@@ -102,8 +92,19 @@ def changed_tasks() -> dict[str, str]:
 
 
 def forget_changed(applied: dict[str, str]) -> None:
-    """Drop the refs a pass has applied, unless an event named them again meanwhile."""
+    """Drop the refs a pass has applied, unless an event named them again meanwhile: read and
+    delete in one transaction, which starts over should an event write the hash in between."""
     if not applied:
         return
-    args = [item for pair in applied.items() for item in pair]
-    redis_client(settings.REDIS_URL).eval(_FORGET, 1, CHANGED_KEY, *args)
+    refs = list(applied)
+
+    def forget(pipe: redis.client.Pipeline) -> None:
+        tokens = pipe.hmget(CHANGED_KEY, refs)
+        done = [
+            ref for ref, token in zip(refs, tokens, strict=True) if token == applied[ref].encode()
+        ]
+        pipe.multi()
+        if done:
+            pipe.hdel(CHANGED_KEY, *done)
+
+    redis_client(settings.REDIS_URL).transaction(forget, CHANGED_KEY)

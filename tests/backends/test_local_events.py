@@ -16,6 +16,7 @@ import pytest
 
 from clusters.backends.local import LocalBackend
 from clusters.backends.local.process import ENDED_DIR, ended_marker
+from clusters.backends.local.sandbox import SandboxConfig
 from clusters.backends.local.watch import WatchLost, listen
 from tests.backends.test_local import launch, wait_until_ended
 from tests.waiting import wait_for
@@ -88,9 +89,12 @@ def test_files_that_name_no_task_are_dropped(backend, listening):
     assert handed.empty()
 
 
-def test_a_process_that_escaped_with_a_pipe_cannot_hold_the_exit_code_back(backend):
+def test_a_process_that_escaped_with_a_pipe_cannot_hold_the_exit_code_back(tmp_path):
     """It runs in a session of its own, so the wrapper cannot kill it, and holds stdout open;
-    the log readers never see the end of their pipe, and the watchdog releases the wrapper."""
+    the log readers never see the end of their pipe, and the watchdog releases the wrapper.
+    Unsandboxed (an admin's task where bwrap is missing, or ``LOCAL_SANDBOX=False``): in the
+    sandbox the end of the task's pid namespace takes every process with it."""
+    backend = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig(enabled=False))
     ref = launch(backend, "setsid sleep 300 &\necho $! >escaped.pid\necho done\n")
     assert wait_until_ended(backend, ref, timeout=60).value == "succeeded"
     assert ended_marker(backend.root, ref).exists()
