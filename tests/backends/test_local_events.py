@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from clusters.backends.localproc import ENDED_DIR, ended_marker
 
 from clusters.backends.local import LocalBackend
+from clusters.backends.local.process import ENDED_DIR, ended_marker
 from clusters.backends.local.watch import WatchLost, listen
 from tests.backends.test_local import launch, wait_until_ended
 from tests.waiting import wait_for
