@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 from django.core.cache import cache
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q, TextField
 from django.db.models.functions import Cast
 
@@ -208,33 +208,8 @@ def plan_and_apply(backend: Backend, report: PassReport, standing: bool = True) 
         if not standing:
             return decided
         changed = {i: s for i, s in decided.waiting.items() if was.get(i) != s}
-        write_standing(changed)
+        Job.objects.set_standing(changed)
         # Their pages show the new reason and position: one message per queue that moved.
         vc_of = {job.id: job.vc for job in waiting}
         report.touched_queues.update(vc_of[i] for i in changed if i in vc_of)
     return decided
-
-
-def write_standing(standing: dict[int, tuple[str, int]]) -> None:
-    """Every waiting job's reason and position in one statement (only where they changed)."""
-    if not standing:
-        return
-    ids = list(standing)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE jobs_job AS j SET reason = v.reason, queue_position = v.pos"
-                " FROM unnest(%s::bigint[], %s::text[], %s::int[]) AS v(id, reason, pos)"
-                " WHERE j.id = v.id AND j.state = %s"
-                " AND (j.reason IS DISTINCT FROM v.reason"
-                " OR j.queue_position IS DISTINCT FROM v.pos)",
-                [
-                    ids,
-                    [standing[i][0] for i in ids],
-                    [standing[i][1] for i in ids],
-                    JobState.WAITING,
-                ],
-            )
-        return
-    jobs = [Job(id=i, reason=standing[i][0], queue_position=standing[i][1]) for i in ids]
-    Job.objects.bulk_update(jobs, ["reason", "queue_position"], batch_size=500)
