@@ -52,7 +52,7 @@ def test_the_contracts_hold():
     ("module", "bad_import", "broken"),
     [
         (
-            "jobs/protocol/plain.py",
+            "jobs/protocol/plain_json.py",
             "import django",
             "jobs.protocol is not allowed to import django",
         ),
