@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusters.backends.base import Backend
-from jobs import news
+from jobs import news, wakeup
 from jobs.lifecycle.events import record
 from jobs.lifecycle.finish import finish_attempt, finish_job
 from jobs.lifecycle.observe import TaskRow
@@ -38,7 +38,8 @@ def stop(job: Job, by: AbstractBaseUser) -> bool:
             )
         else:
             return False
-    news.after_commit(job.id, reconcile=True)
+    news.after_commit(job.id)
+    transaction.on_commit(wakeup.request_pass, robust=True)  # a pass sends the stops
     return True
 
 

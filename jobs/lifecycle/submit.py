@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
 from clusters.models import VirtualCluster
-from jobs import news
+from jobs import wakeup
 from jobs.errors import SubmitError
 from jobs.lifecycle.admit import job_fields, submit_check
 from jobs.lifecycle.events import record
@@ -73,7 +73,8 @@ def submit(
         raise SubmitError(
             409, [f"name: you already have a job named {protocol['name']!r}"]
         ) from None
-    news.after_commit(job.id, reconcile=True, new=True)
+    # No news: no page can be open on a job this new. A pass admits it.
+    transaction.on_commit(wakeup.request_pass, robust=True)
     return job
 
 
