@@ -49,6 +49,7 @@ test: install chromium sshd
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports  # the layers of DESIGN.md: contracts in pyproject.toml
 	REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest
 
 lint: install

@@ -2,7 +2,7 @@
 
 Creates a fresh database ``bench_admission`` (or ``BENCH_DB``) at ``BENCH_PG`` (default the
 local PostgreSQL), fills it with waiting jobs spread over 20 virtual clusters (each with room
-for 5 more jobs), and times one pass of ``clusters.admission.admit`` with a backend that
+for 5 more jobs), and times one pass of ``jobs.lifecycle.admit.plan_and_apply`` with a backend that
 places without running anything. Runs at 1,000 and at 10,000 jobs to show that the query
 count does not grow with the number of jobs. Prints the figures, the headline last.
 """
@@ -105,14 +105,14 @@ def timed_pass() -> tuple[float, int, int]:
     from django.db import connection
 
     from bench._queries import recorded
-    from clusters.admission import admit
     from jobs import news
+    from jobs.lifecycle.admit import plan_and_apply
 
     report = Report()
     with recorded(connection) as queries:
         began = time.perf_counter()
         with news.gathered() as changed:  # as in a reconcile pass: news sent at the end
-            admit(PlacingBackend(), report)  # type: ignore[arg-type]
+            plan_and_apply(PlacingBackend(), report)  # type: ignore[arg-type]
             changed.jobs.update(report.touched_jobs)
             changed.queues.update(report.touched_queues)
         took = time.perf_counter() - began

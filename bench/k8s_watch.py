@@ -151,7 +151,7 @@ class Watcher:
     CPU time of each batch read and of each pass."""
 
     def __init__(self, backend: Any) -> None:
-        from jobs.reconcile import reconcile
+        from jobs.lifecycle.passes import reconcile
 
         self.backend, self.reconcile = backend, reconcile
         self.stop = threading.Event()
@@ -164,7 +164,7 @@ class Watcher:
     def run(self) -> None:
         from django.db import connection
 
-        from jobs.reconcile import redis_client
+        from jobs.wakeup import redis_client
 
         client = redis_client(os.environ["REDIS_URL"])
         mark = time.thread_time()
@@ -186,8 +186,8 @@ def measure(cluster: Any, backend: Any, pages: PageListener, label: str) -> None
     from django.contrib.auth.models import User
 
     from jobs import lifecycle
+    from jobs.lifecycle.passes import run_pass
     from jobs.models import Task
-    from jobs.reconcile import run_pass
 
     alice, _ = User.objects.get_or_create(username="alice")
     jobs = [

@@ -134,7 +134,7 @@ def measure(backend: object) -> tuple[float, list[str]]:
     from django.db import connection
 
     from bench._queries import recorded
-    from jobs.reconcile import run_pass
+    from jobs.lifecycle.passes import run_pass
 
     with recorded(connection) as statements:
         start = time.perf_counter()

@@ -1,8 +1,8 @@
 """Jobs accepted per second through ``POST /api/v2/jobs``: 8 concurrent clients, PostgreSQL.
 
-Starts the portal (daphne) on a fresh database ``bench_portal`` of the PostgreSQL at
-``BENCH_PG`` (default the local one), logs in, and has 8 threads submit distinct jobs for
-``BENCH_SECONDS`` (default 10). Prints the figure last.
+Starts the portal (daphne) on a fresh database ``bench_portal`` (or ``BENCH_DB``) of the
+PostgreSQL at ``BENCH_PG`` (default the local one), logs in, and has 8 threads submit distinct
+jobs for ``BENCH_SECONDS`` (default 10). Prints the figure last.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-DB_URL = f"{PG}/bench_portal"
+DB = os.environ.get("BENCH_DB", "bench_portal")  # another name for runs side by side
+DB_URL = f"{PG}/{DB}"
 CLIENTS = 8
 SECONDS = float(os.environ.get("BENCH_SECONDS", "10"))
 JOB = """protocolVersion: 2
@@ -48,8 +49,8 @@ def main() -> None:
         "REDIS_URL": redis_url,
         "API_RATE_USER": "1000000/minute",  # measure the server, not the rate limit
     }
-    sh("psql", f"{PG}/postgres", "-qc", "DROP DATABASE IF EXISTS bench_portal")
-    sh("psql", f"{PG}/postgres", "-qc", "CREATE DATABASE bench_portal")
+    sh("psql", f"{PG}/postgres", "-qc", f"DROP DATABASE IF EXISTS {DB}")
+    sh("psql", f"{PG}/postgres", "-qc", f"CREATE DATABASE {DB}")
     sh(sys.executable, "manage.py", "migrate", "-v0", env=env)
     sh(sys.executable, "manage.py", "ensure_admin", env=env)
     sys.path.insert(0, str(ROOT))

@@ -13,12 +13,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from clusters.admission import quota_of
 from clusters.capacity import cluster_capacity
-from clusters.edit import delete, delete_problem, quota_problems
 from clusters.models import Node, VirtualCluster
 from clusters.overview import VCView, overview
-from clusters.quota import Limit, Resources
+from clusters.quota import Limit, Resources, quota_of
+from clusters.vc_changes import delete, delete_problem, quota_problems
 from jobs.api.schemas import ERRORS, MessageSerializer, VirtualClusterSerializer
 
 

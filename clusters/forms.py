@@ -7,9 +7,9 @@ from typing import Any
 from django import forms
 from django.contrib.auth.models import Group, User
 
-from clusters.edit import quota_problems
 from clusters.models import DEFAULT_VIRTUAL_CLUSTER, VirtualCluster
 from clusters.quota import Limit
+from clusters.vc_changes import quota_problems
 
 
 class OptionalJSONField(forms.JSONField):

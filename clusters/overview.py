@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from clusters.admission import quota_of, resources_of
 from clusters.capacity import cluster_capacity
 from clusters.models import VirtualCluster
-from clusters.quota import Limit, Resources
+from clusters.quota import Limit, Resources, quota_of, resources_of
 from jobs.models import Job
 from jobs.states import JobState
 

@@ -1,6 +1,6 @@
 """Admission decided as pure functions: quotas, queues, reasons, positions and preemption.
 
-No Django here: ``clusters.admission`` loads plain data, calls :func:`plan`, and applies it.
+No Django here: ``jobs.lifecycle.admit`` loads plain data, calls :func:`plan`, and applies it.
 
 Rules:
 * Each virtual cluster (VC) guarantees a quota (cpu, memoryMB, GPUs per type); a limit of
@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 ANY_GPU = ""
 PRIORITY_CLASSES = {"crit": 1000, "prod": 100, "test": 10, "oppo": -1}
@@ -344,3 +344,29 @@ def reclaim(
             f"preempted: '{job.vc}' needed its quota back; waiting to run again"
         )
     return total
+
+
+# -- the plain forms of what the models store ---------------------------------------------------
+
+
+def resources_json(r: Resources) -> dict[str, Any]:
+    return {"cpu": r.cpu, "memoryMB": r.memory_mb, "gpus": dict(r.gpus)}
+
+
+def resources_of(data: dict[str, Any] | None) -> Resources:
+    data = data or {}
+    return Resources(
+        int(data.get("cpu", 0)), int(data.get("memoryMB", 0)), dict(data.get("gpus") or {})
+    )
+
+
+class QuotaHolder(Protocol):
+    """What a quota is read from (a ``clusters.models.VirtualCluster``)."""
+
+    cpu: int | None
+    memory_mb: int | None
+    gpus: dict[str, int] | None
+
+
+def quota_of(vc: QuotaHolder) -> Limit:
+    return Limit(vc.cpu, vc.memory_mb, None if vc.gpus is None else dict(vc.gpus))

@@ -13,6 +13,8 @@ from clusters.backends.local.sandbox import SandboxConfig
 
 @cache
 def get_backend() -> Backend:
+    # Each backend is imported only when chosen (here and in ``kubernetes_backend``), not to
+    # dodge a cycle: a local portal never loads the Kubernetes client, a heavy import.
     if settings.CLUSTER_BACKEND == "local":
         from clusters.backends.local import LocalBackend
 

@@ -4,7 +4,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
 from django.utils import timezone
 
 from clusters.models import VirtualCluster
@@ -15,6 +15,39 @@ from jobs.states import FINAL_JOB_STATES, JobState, TaskState
 def elapsed(start: datetime | None, end: datetime | None) -> timedelta | None:
     """How long something ran: until ``end``, or until now while it goes on."""
     return None if start is None else (end or timezone.now()) - start
+
+
+class JobManager(models.Manager["Job"]):
+    def set_standing(self, standing: dict[int, tuple[str, int]]) -> None:
+        """Set waiting jobs' (reason, queue position), where they changed, in one statement.
+
+        Written out (on PostgreSQL) because an admission pass writes every waiting job's
+        standing when the queue moves, and ``bulk_update``'s CASE per row cost 3.8-4.0 s for
+        10,000 jobs against 0.7-0.9 s in all for the pass with this statement
+        (``bench/admission.py``, first pass at 10,000 jobs, on the development machine).
+        """
+        if not standing:
+            return
+        ids = list(standing)
+        if connection.vendor != "postgresql":
+            jobs = [Job(id=i, reason=standing[i][0], queue_position=standing[i][1]) for i in ids]
+            self.bulk_update(jobs, ["reason", "queue_position"], batch_size=500)
+            return
+        table = connection.ops.quote_name(self.model._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} AS j SET reason = v.reason, queue_position = v.pos"  # noqa: S608
+                " FROM unnest(%s::bigint[], %s::text[], %s::int[]) AS v(id, reason, pos)"
+                " WHERE j.id = v.id AND j.state = %s"
+                " AND (j.reason IS DISTINCT FROM v.reason"
+                " OR j.queue_position IS DISTINCT FROM v.pos)",
+                [
+                    ids,
+                    [standing[i][0] for i in ids],
+                    [standing[i][1] for i in ids],
+                    JobState.WAITING,
+                ],
+            )
 
 
 class Job(models.Model):
@@ -50,6 +83,8 @@ class Job(models.Model):
     ssh_private_key = models.TextField(blank=True)
     ssh_public_key = models.TextField(blank=True)
     tags = models.JSONField(default=list, blank=True)  # OpenPAI's job tags (API: .../tag)
+
+    objects = JobManager()
 
     class Meta:
         constraints = [

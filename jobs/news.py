@@ -19,8 +19,6 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from jobs import wakeup
-
 log = logging.getLogger(__name__)
 
 
@@ -72,13 +70,10 @@ def gathered() -> Iterator[Gathered]:
         publish(news.jobs, news.queues)
 
 
-def after_commit(job_id: int, reconcile: bool = False, new: bool = False) -> None:
-    """Tell the job's open pages once the transaction commits (not for a ``new`` job: no page
-    can be open on it yet), and with ``reconcile`` ask for a reconcile pass."""
+def after_commit(job_id: int) -> None:
+    """Tell the job's open pages once the transaction commits (inside a pass: at its end)."""
     gathering = _gathering.get()
-    if gathering is not None and not new:
+    if gathering is not None:
         transaction.on_commit(lambda: gathering.jobs.add(job_id), robust=True)
-    elif not new:
+    else:
         transaction.on_commit(lambda: publish([job_id]), robust=True)
-    if reconcile:
-        transaction.on_commit(wakeup.request_pass, robust=True)

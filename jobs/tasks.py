@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from clusters.registry import get_backend
-from jobs.reconcile import reconcile as reconcile_pass
+from jobs.lifecycle.passes import reconcile as reconcile_pass
 
 
 @shared_task(name="jobs.tasks.reconcile", ignore_result=True)

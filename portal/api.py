@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.http import JsonResponse
+from django.shortcuts import render
+from django.views.defaults import page_not_found
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -54,8 +59,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 def too_big_message() -> str:
-    from django.conf import settings
-
     return (
         f"the request is larger than the limit of {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes "
         f"(DATA_UPLOAD_MAX_MEMORY_SIZE); a job file may have at most {settings.JOB_MAX_BYTES} "
@@ -67,8 +70,6 @@ def bad_request(request: Any, exception: Exception) -> Any:
     """Django's answer to a request it cannot read (handler400), which it gives before any view
     runs, e.g. when the CSRF check reads a form larger than the limit: says why, as OpenPAI's
     JSON error under ``/api/`` and as a page elsewhere."""
-    from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
-
     if isinstance(exception, RequestDataTooBig):
         message = too_big_message()
     elif isinstance(exception, TooManyFieldsSent | TooManyFilesSent):
@@ -80,9 +81,6 @@ def bad_request(request: Any, exception: Exception) -> Any:
 
 def bad_request_response(request: Any, message: str) -> Any:
     """A 400 saying ``message``: OpenPAI's JSON error under ``/api/``, a page elsewhere."""
-    from django.http import JsonResponse
-    from django.shortcuts import render
-
     if request.path.startswith("/api/"):
         return JsonResponse({"code": "BadRequestError", "message": message}, status=400)
     return render(request, "400.html", {"message": message}, status=400)
@@ -90,9 +88,6 @@ def bad_request_response(request: Any, message: str) -> Any:
 
 def not_found(request: Any, exception: Exception) -> Any:
     """Django's 404 page, but OpenPAI's JSON error under ``/api/`` (a path no route matches)."""
-    from django.http import JsonResponse
-    from django.views.defaults import page_not_found
-
     if request.path.startswith("/api/"):
         message = f"no such API path: {request.path}"
         return JsonResponse({"code": "NoApiError", "message": message}, status=404)

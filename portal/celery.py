@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from django.conf import settings  # lazy: read when beat finalizes, after Django is set up
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -15,8 +16,6 @@ app.autodiscover_tasks()
 
 @app.on_after_finalize.connect
 def schedule_reconcile(sender: Celery, **kwargs: object) -> None:
-    from django.conf import settings
-
     interval = settings.RECONCILE_INTERVAL_SECONDS
     # By name: the tasks' modules may not be imported yet when the app finalizes.
     # The safety net: a full pass. Ended tasks, submissions and stops wake the loop at once.

@@ -9,7 +9,7 @@ import redis
 from django.conf import settings
 from django.http import HttpRequest
 
-from jobs.reconcile import seconds_since_last_pass
+from jobs.lifecycle.passes import seconds_since_last_pass
 
 log = logging.getLogger(__name__)
 

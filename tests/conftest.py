@@ -14,7 +14,7 @@ from django.test import Client
 
 from clusters import registry
 from clusters.backends.local import LocalBackend
-from jobs.reconcile import LAST_RUN_KEY
+from jobs.lifecycle.passes import LAST_RUN_KEY
 
 
 @pytest.fixture(autouse=True, scope="session")

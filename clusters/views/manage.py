@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from clusters import edit
+from clusters import vc_changes
 from clusters.capacity import total
 from clusters.forms import NewUserForm, UserAccessForm, VirtualClusterForm
 from clusters.models import DefaultVirtualCluster, Node, VirtualCluster
@@ -58,11 +58,11 @@ def vc_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
 @require_POST
 def vc_delete(request: HttpRequest, name: str) -> HttpResponse:
     vc = get_object_or_404(VirtualCluster, name=name)
-    problem = edit.delete_problem(vc)
+    problem = vc_changes.delete_problem(vc)
     if problem:
         messages.error(request, problem)
     else:
-        edit.delete(vc)
+        vc_changes.delete(vc)
         messages.success(request, f"virtual cluster {name} deleted")
     return redirect("clusters:manage-list")
 

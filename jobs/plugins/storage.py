@@ -14,13 +14,12 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from clusters.backends.base import StorageMount
 from clusters.models import Storage
+from jobs.errors import SubmitError
 from jobs.plugins import storage_names
 
 
 def check_access(user: AbstractBaseUser, protocol: dict[str, Any]) -> None:
     """Raise ``SubmitError`` (400 unknown, 403 not allowed) naming each storage refused."""
-    from jobs.lifecycle import SubmitError
-
     names = storage_names(protocol)
     if not names:
         return

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.protocol.errors import Issues, Where, show
-from jobs.protocol.fields import (
+from jobs.protocol.checks import (
     given,
     unknown_keys,
     want_dict,
@@ -14,6 +13,7 @@ from jobs.protocol.fields import (
     want_strings,
     without_nulls,
 )
+from jobs.protocol.errors import Issues, Where, show
 from jobs.protocol.prereqs import version_text
 
 

@@ -9,7 +9,7 @@ from jobs.protocol.characters import check_characters, may_hold_unstorable
 from jobs.protocol.errors import Issues, ProtocolError, show
 from jobs.protocol.jobenvs import job_env_warnings
 from jobs.protocol.parse import parse_job
-from jobs.protocol.plain import to_plain
+from jobs.protocol.plain_json import to_plain
 from jobs.protocol.v1 import convert_v1, looks_like_v1
 from jobs.protocol.v2 import check_v2
 

@@ -17,7 +17,7 @@ import yaml
 
 from jobs.protocol import fastyaml
 from jobs.protocol.errors import ProtocolError
-from jobs.protocol.plain import vouched
+from jobs.protocol.plain_json import vouched
 
 MAX_JOB_BYTES = 1024 * 1024
 

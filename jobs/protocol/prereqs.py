@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jobs.protocol.errors import Issues, Where, show, spell
-from jobs.protocol.fields import (
+from jobs.protocol.checks import (
     given,
     is_int,
     unknown_keys,
@@ -24,6 +23,7 @@ from jobs.protocol.fields import (
     whole,
     without_nulls,
 )
+from jobs.protocol.errors import Issues, Where, show, spell
 
 NAME = re.compile(r"^[a-zA-Z0-9_-]+$")  # as a job's name (OpenPAI's schema)
 MAX_NAME = 255

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from jobs.protocol.fields import C_IDENTIFIER
+from jobs.protocol.checks import C_IDENTIFIER
 from jobs.protocol.prereqs import AUTH_KEYS, EVENTS, KNOWN, NAME
 from jobs.protocol.v2 import V1_NAME, V1_ROLE
 

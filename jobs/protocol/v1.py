@@ -32,8 +32,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jobs.protocol.errors import Issues, join, show
-from jobs.protocol.fields import (
+from jobs.protocol.checks import (
     MAX_COUNT,
     given,
     is_int,
@@ -45,6 +44,7 @@ from jobs.protocol.fields import (
     want_str,
     whole,
 )
+from jobs.protocol.errors import Issues, join, show
 
 NULL_COMPLETION = -1
 # OpenPAI v1's retryCount is FrameworkController's maxRetryCount: -1 retries every failure

@@ -13,9 +13,7 @@ import re
 from typing import Any
 
 from jobs.protocol import references
-from jobs.protocol.deployments import check_defaults, check_deployments, object_or_empty
-from jobs.protocol.errors import Issues, Where, show
-from jobs.protocol.fields import (
+from jobs.protocol.checks import (
     C_IDENTIFIER,
     given,
     unknown_keys,
@@ -28,6 +26,8 @@ from jobs.protocol.fields import (
     whole,
     without_nulls,
 )
+from jobs.protocol.deployments import check_defaults, check_deployments, object_or_empty
+from jobs.protocol.errors import Issues, Where, show
 from jobs.protocol.prereqs import (
     MAX_NAME,
     NAME,

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 
 from jobs.access import job_for
 from jobs.forms import SubmitForm
-from jobs.forms.fill import fill_form
+from jobs.forms.from_job import fill_form
 from jobs.models import Job
 from jobs.protocol import SECRET_MASK, dump_yaml, mask_secrets, masks_left
 from jobs.views.submit import page, submit_job

@@ -12,8 +12,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
 from jobs.forms.builder import build_yaml, roles_for_template
-from jobs.forms.fill import fill_form
-from jobs.forms.lines import located
+from jobs.forms.from_job import fill_form
+from jobs.forms.issue_lines import located
 from jobs.forms.quota import vc_choices
 from jobs.protocol import ProtocolError, load_job
 

@@ -45,7 +45,7 @@ def reconcile_loop(backend, stop: threading.Event) -> None:
     """What beat does in production, more often: a full pass every few tenths of a second."""
     from django.db import connection
 
-    from jobs.reconcile import reconcile
+    from jobs.lifecycle.passes import reconcile
 
     try:
         while not stop.is_set():

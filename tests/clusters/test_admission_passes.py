@@ -10,11 +10,12 @@ from channels.layers import get_channel_layer
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from clusters.admission import admit
 from jobs import lifecycle
+from jobs.lifecycle.admit import plan_and_apply
+from jobs.lifecycle.passes import run_pass
+from jobs.lifecycle.report import PassReport
 from jobs.models import Job, JobAttempt
 from jobs.news import queue_group_name
-from jobs.reconcile import PassReport, run_pass
 from jobs.states import JobState
 from tests.clusters.helpers import cluster, job_text, vc
 from tests.jobs.helpers import reconcile_until
@@ -85,7 +86,7 @@ def test_a_pass_uses_the_same_number_of_queries_for_many_waiting_jobs(alice, bac
 
     def count() -> int:
         with CaptureQueriesContext(connection) as queries:
-            admit(backend, PassReport())
+            plan_and_apply(backend, PassReport())
         return len(queries)
 
     lifecycle.submit(alice, job_text("j0"), virtual_cluster="research")

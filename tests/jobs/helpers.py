@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable
 
 from clusters.backends.base import Backend
+from jobs.lifecycle.passes import run_pass
 from jobs.models import Job, Task
-from jobs.reconcile import run_pass
 from jobs.states import LIVE_TASK_STATES
 
 

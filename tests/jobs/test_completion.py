@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.completion import TaskView, decide
+from jobs.lifecycle.completion import TaskView, decide
 
 
 def protocol(**roles: tuple[int, int, int]) -> dict:

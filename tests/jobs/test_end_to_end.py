@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from jobs import lifecycle
+from jobs.lifecycle.passes import run_pass
 from jobs.models import Job, Task
-from jobs.reconcile import run_pass
 from jobs.states import JobState, TaskState
 from tests.jobs.helpers import env_of, reconcile_until, settle
 from tests.support.processes import processes_running
@@ -202,7 +202,7 @@ def test_two_passes_at_once_launch_each_task_once(alice, backend):
 
     from django.db import connection
 
-    from jobs.reconcile import reconcile
+    from jobs.lifecycle.passes import reconcile
 
     job = lifecycle.submit(alice, two_role_job("racy", worker_command="sleep 2"))
 

@@ -10,8 +10,8 @@ from rest_framework.test import APIClient
 
 from clusters.models import Storage
 from jobs import lifecycle
+from jobs.lifecycle.passes import run_pass
 from jobs.models import Job, Task
-from jobs.reconcile import run_pass
 from jobs.states import JobState
 from tests.jobs.helpers import settle
 from tests.jobs.samples import hello_job

@@ -8,8 +8,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs import lifecycle
+from jobs.lifecycle.admit import admit
+from jobs.lifecycle.observe import save_changes, task_rows
+from jobs.lifecycle.report import PassReport
 from jobs.models import JobEvent, Task
-from jobs.reconcile import PassReport, admit, save_changes, task_rows
 from jobs.states import TaskState
 from tests.jobs.samples import hello_job
 

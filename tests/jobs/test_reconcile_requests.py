@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
-from jobs import lifecycle, reconcile, wakeup
-from jobs.reconcile import PassReport
+from jobs import lifecycle, wakeup
+from jobs.lifecycle import passes
+from jobs.lifecycle.report import PassReport
 from tests.jobs.samples import hello_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -15,46 +16,46 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def queued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    client = reconcile.redis_client(settings.REDIS_URL)
-    client.delete(reconcile.QUEUED_KEY, reconcile.WANTED_KEY, reconcile.LOCK_NAME)
+    client = wakeup.redis_client(settings.REDIS_URL)
+    client.delete(wakeup.QUEUED_KEY, wakeup.WANTED_KEY, passes.LOCK_NAME)
     calls: list[int] = []
     monkeypatch.setattr(wakeup, "send_reconcile", lambda: calls.append(1))
     yield calls
-    client.delete(reconcile.QUEUED_KEY, reconcile.WANTED_KEY, reconcile.LOCK_NAME)
+    client.delete(wakeup.QUEUED_KEY, wakeup.WANTED_KEY, passes.LOCK_NAME)
 
 
 def test_many_submissions_queue_one_task_until_it_starts(alice, backend, queued, monkeypatch):
     for n in range(10):
         lifecycle.submit(alice, hello_job(name=f"many_{n}"))
     assert queued == [1]
-    passes: list[int] = []
-    monkeypatch.setattr(reconcile, "run_pass", lambda b, c: passes.append(1) or PassReport())
-    reconcile.reconcile(backend)  # the task starts: the next submission queues another
-    assert passes == [1]
+    ran: list[int] = []
+    monkeypatch.setattr(passes, "run_pass", lambda b, c: ran.append(1) or PassReport())
+    passes.reconcile(backend)  # the task starts: the next submission queues another
+    assert ran == [1]
     lifecycle.submit(alice, hello_job(name="after"))
     assert queued == [1, 1]
 
 
 def test_a_change_wanted_during_a_pass_gets_another_pass(alice, backend, queued, monkeypatch):
-    passes: list[int] = []
+    ran: list[int] = []
 
     def one_pass(b: object, c: object) -> PassReport:
-        passes.append(1)
-        if len(passes) == 1:  # a job arrives while the first pass runs
+        ran.append(1)
+        if len(ran) == 1:  # a job arrives while the first pass runs
             lifecycle.submit(alice, hello_job(name="during"))
-        return PassReport(admitted=len(passes))
+        return PassReport(admitted=len(ran))
 
-    monkeypatch.setattr(reconcile, "run_pass", one_pass)
-    report = reconcile.reconcile(backend)
-    assert passes == [1, 1]
+    monkeypatch.setattr(passes, "run_pass", one_pass)
+    report = passes.reconcile(backend)
+    assert ran == [1, 1]
     assert report.admitted == 2
 
 
 def test_a_task_that_finds_a_pass_running_leaves_the_work_to_it(backend, queued, monkeypatch):
-    monkeypatch.setattr(reconcile, "run_pass", lambda b, c: pytest.fail("ran beside another pass"))
-    with reconcile.reconcile_lock() as got:
+    monkeypatch.setattr(passes, "run_pass", lambda b, c: pytest.fail("ran beside another pass"))
+    with passes.reconcile_lock() as got:
         assert got
-        assert reconcile.reconcile(backend).skipped
+        assert passes.reconcile(backend).skipped
 
 
 def test_a_task_that_stops_after_its_last_pass_while_more_is_wanted_queues_another(
@@ -64,10 +65,10 @@ def test_a_task_that_stops_after_its_last_pass_while_more_is_wanted_queues_anoth
         wakeup.request_pass()  # something changes during every pass
         return PassReport()
 
-    monkeypatch.setattr(reconcile, "run_pass", busy_pass)
-    reconcile.reconcile(backend)  # MAX_PASSES passes, then it gives the worker back
-    client = reconcile.redis_client(settings.REDIS_URL)
-    client.delete(reconcile.QUEUED_KEY)  # as the task queued during its passes starts
+    monkeypatch.setattr(passes, "run_pass", busy_pass)
+    passes.reconcile(backend)  # MAX_PASSES passes, then it gives the worker back
+    client = wakeup.redis_client(settings.REDIS_URL)
+    client.delete(wakeup.QUEUED_KEY)  # as the task queued during its passes starts
     queued.clear()
-    reconcile.reconcile(backend)
+    passes.reconcile(backend)
     assert queued == [1]  # the change wanted after its last pass is not left to beat

@@ -15,7 +15,9 @@ from django.db import connections
 
 from clusters.backends.local import LocalBackend
 from clusters.backends.local.process import ENDED_DIR
-from jobs import lifecycle, news, reconcile, wakeup
+from jobs import lifecycle, news, wakeup
+from jobs.lifecycle import admit, passes
+from jobs.lifecycle.report import PassReport
 from jobs.models import Job, JobEvent, Task
 from jobs.states import JobState, TaskState
 from tests.clusters.helpers import job_text, vc
@@ -28,8 +30,8 @@ SEND_RECONCILE = wakeup.send_reconcile  # the real one (tests replace it with a 
 @pytest.fixture
 def clean_keys() -> Iterator[None]:
     client = wakeup.redis_client(wakeup.settings.REDIS_URL)
-    keys = [wakeup.CHANGED_KEY, wakeup.QUEUED_KEY, wakeup.WANTED_KEY, reconcile.LOCK_NAME]
-    keys += [reconcile.FULL_KEY, wakeup.LATER_KEY]
+    keys = [wakeup.CHANGED_KEY, wakeup.QUEUED_KEY, wakeup.WANTED_KEY, passes.LOCK_NAME]
+    keys += [wakeup.FULL_KEY, wakeup.LATER_KEY]
     client.delete(*keys)
     yield
     client.delete(*keys)
@@ -84,10 +86,10 @@ def test_a_wake_up_settles_the_ended_job_and_launches_the_next_in_the_same_pass(
     vc("solo", alice, cpu=1)
     first = lifecycle.submit(alice, job_text("first", command="true"), virtual_cluster="solo")
     second = lifecycle.submit(alice, job_text("second", command="sleep 30"), virtual_cluster="solo")
-    reconcile.reconcile(backend)
+    passes.reconcile(backend)
     ended_and_recorded(backend, first)
 
-    report = reconcile.reconcile(backend)  # a wake-up, not beat's full pass
+    report = passes.reconcile(backend)  # a wake-up, not beat's full pass
 
     assert fresh(first).state == JobState.SUCCEEDED
     assert fresh(second).state == JobState.RUNNING
@@ -98,14 +100,14 @@ def test_a_wake_up_settles_the_ended_job_and_launches_the_next_in_the_same_pass(
 def test_a_wake_up_observes_only_the_tasks_that_changed(alice, backend, clean_keys, monkeypatch):
     busy = lifecycle.submit(alice, job_text("busy", command="sleep 30"))
     quick = lifecycle.submit(alice, job_text("quick", command="sleep 1"))
-    reconcile.run_pass(backend)
+    passes.run_pass(backend)
     assert Task.objects.get(attempt__job=quick).state == TaskState.RUNNING
     ref = ended_and_recorded(backend, quick)
     asked: list[list[str]] = []
     real_observe = backend.observe
     monkeypatch.setattr(backend, "observe", lambda refs: asked.append(refs) or real_observe(refs))
 
-    reconcile.reconcile(backend)
+    passes.reconcile(backend)
 
     assert asked == [[ref]]
     assert fresh(quick).state == JobState.SUCCEEDED
@@ -132,7 +134,7 @@ def race(runs: list[Callable[[], object]]) -> None:
 
 def raced_job(alice: object, backend: LocalBackend) -> tuple[Job, str]:
     job = lifecycle.submit(alice, job_text("raced", command="sleep 1"))
-    reconcile.run_pass(backend)
+    passes.run_pass(backend)
     assert Task.objects.get(attempt__job=job).state == TaskState.RUNNING
     return job, ended_and_recorded(backend, job)
 
@@ -156,7 +158,7 @@ def test_two_workers_racing_on_the_same_event_apply_it_once(
         real_publish(job_ids, queues)
 
     monkeypatch.setattr(news, "publish", counting)
-    race([lambda: reconcile.reconcile(backend)] * 3)  # three reconcile tasks, one event
+    race([lambda: passes.reconcile(backend)] * 3)  # three reconcile tasks, one event
     assert_applied_once(job)
     assert published.count(job.id) == 1
 
@@ -166,7 +168,7 @@ def test_passes_racing_past_the_lock_still_change_nothing_twice(alice, backend, 
     of it twice here, once for the task's end and once for the job's, when two passes each
     apply one of them; the lock keeps workers from that.)"""
     job, ref = raced_job(alice, backend)
-    race([lambda: reconcile.run_pass(backend, {ref})] * 3 + [lambda: reconcile.run_pass(backend)])
+    race([lambda: passes.run_pass(backend, {ref})] * 3 + [lambda: passes.run_pass(backend)])
     assert_applied_once(job)
 
 
@@ -174,22 +176,22 @@ def test_an_event_a_dying_worker_did_not_apply_is_applied_by_the_next_wake_up(
     alice, backend, clean_keys, monkeypatch
 ):
     job = lifecycle.submit(alice, job_text("survivor", command="sleep 1"))
-    reconcile.run_pass(backend)
+    passes.run_pass(backend)
     assert Task.objects.get(attempt__job=job).state == TaskState.RUNNING
     ref = ended_and_recorded(backend, job)
 
     def die(*args: object) -> None:
         raise SystemExit("the worker was killed mid-pass")
 
-    monkeypatch.setattr(reconcile, "settle", die)  # dies after saving the task's end
+    monkeypatch.setattr(passes, "settle", die)  # dies after saving the task's end
     with pytest.raises(SystemExit):
-        reconcile.reconcile(backend)
+        passes.reconcile(backend)
     monkeypatch.undo()
     assert Task.objects.get(attempt__job=job).state == TaskState.SUCCEEDED
     assert fresh(job).state == JobState.RUNNING
     assert ref in wakeup.changed_tasks()  # kept: nobody applied it
 
-    reconcile.reconcile(backend)  # any later wake-up, e.g. the next submission's
+    passes.reconcile(backend)  # any later wake-up, e.g. the next submission's
 
     assert fresh(job).state == JobState.SUCCEEDED
     assert wakeup.changed_tasks() == {}
@@ -205,12 +207,10 @@ def test_an_event_named_again_during_a_pass_is_kept_for_the_next(clean_keys):
 
 def test_beats_pass_left_to_a_running_pass_is_done_by_it(backend, clean_keys, monkeypatch):
     kinds: list[bool] = []
-    monkeypatch.setattr(
-        reconcile, "run_pass", lambda b, c: kinds.append(c is None) or reconcile.PassReport()
-    )
-    with reconcile.reconcile_lock():
-        assert reconcile.reconcile(backend, full=True).skipped  # beat's task found one running
-    reconcile.reconcile(backend)  # the running task goes round again: "wanted"
+    monkeypatch.setattr(passes, "run_pass", lambda b, c: kinds.append(c is None) or PassReport())
+    with passes.reconcile_lock():
+        assert passes.reconcile(backend, full=True).skipped  # beat's task found one running
+    passes.reconcile(backend)  # the running task goes round again: "wanted"
     assert kinds == [True]
 
 
@@ -221,20 +221,20 @@ def test_queue_positions_a_wake_up_leaves_unwritten_are_written_by_a_pass_it_ask
     first = lifecycle.submit(alice, job_text("first", command="sleep 1"), virtual_cluster="solo")
     second = lifecycle.submit(alice, job_text("second", command="sleep 30"), virtual_cluster="solo")
     third = lifecycle.submit(alice, job_text("third", command="sleep 30"), virtual_cluster="solo")
-    reconcile.run_pass(backend)
+    passes.run_pass(backend)
     assert (fresh(second).queue_position, fresh(third).queue_position) == (1, 2)
     ended_and_recorded(backend, first)
     later: list[float | None] = []
     monkeypatch.setattr(wakeup, "send_reconcile", lambda countdown=None: later.append(countdown))
-    cache.set(reconcile.STANDING_KEY, 1, 60)  # positions were written a moment ago
+    cache.set(admit.STANDING_KEY, 1, 60)  # positions were written a moment ago
 
-    reconcile.reconcile(backend)  # the wake-up starts the second job, leaves positions
+    passes.reconcile(backend)  # the wake-up starts the second job, leaves positions
 
     assert fresh(second).state == JobState.RUNNING
     assert fresh(third).queue_position == 2  # not written yet
-    assert later == [reconcile.STANDING_EVERY_SECONDS]
-    cache.delete(reconcile.STANDING_KEY)  # that second is over: the pass asked for runs
-    reconcile.reconcile(backend)
+    assert later == [admit.STANDING_EVERY_SECONDS]
+    cache.delete(admit.STANDING_KEY)  # that second is over: the pass asked for runs
+    passes.reconcile(backend)
     assert fresh(third).queue_position == 1
 
 

@@ -9,8 +9,8 @@ import pytest
 from test_kubernetes_backend import running, terminated
 
 from jobs import lifecycle
+from jobs.lifecycle.passes import run_pass
 from jobs.models import Job, Task
-from jobs.reconcile import run_pass
 from jobs.states import JobState, TaskState
 from tests.support.fake_apiserver import FakeCluster, strings
 
@@ -181,7 +181,7 @@ def test_cleanup_keeps_recent_attempts_and_deletes_old_and_unknown_ones(
     from django.utils import timezone
     from test_kubernetes_backend import launch_all
 
-    from jobs import reconcile
+    from jobs.lifecycle import cleanup
     from jobs.models import JobAttempt
 
     settings.K8S_KEEP_FINISHED_HOURS = 24
@@ -189,17 +189,17 @@ def test_cleanup_keeps_recent_attempts_and_deletes_old_and_unknown_ones(
     run_pass(k8s)
     key = JobAttempt.objects.get(job=job).key
     launch_all(k8s, key="job99999-a0")  # a job the portal does not know
-    cache.delete(reconcile.CLEANUP_KEY)
+    cache.delete(cleanup.CLEANUP_KEY)
     run_pass(k8s)  # the pass cleans up at most every CLEANUP_EVERY_SECONDS
     assert {p["metadata"]["labels"]["gpu-portal/attempt"] for p in cluster.pods().values()} == {key}
     JobAttempt.objects.filter(key=key).update(
         state=JobState.SUCCEEDED, completed_at=timezone.now() - timedelta(hours=2)
     )
     Task.objects.filter(attempt__key=key).update(state=TaskState.SUCCEEDED)
-    assert reconcile.cleanup(k8s) is None  # not yet: the last cleanup is recent
-    assert reconcile.cleanup(k8s, force=True) == []  # finished 2 hours ago: logs stay readable
+    assert cleanup.cleanup(k8s) is None  # not yet: the last cleanup is recent
+    assert cleanup.cleanup(k8s, force=True) == []  # finished 2 hours ago: logs stay readable
     JobAttempt.objects.filter(key=key).update(completed_at=timezone.now() - timedelta(hours=25))
-    assert reconcile.cleanup(k8s, force=True) == [key]
+    assert cleanup.cleanup(k8s, force=True) == [key]
     assert cluster.pods() == {}
 
 

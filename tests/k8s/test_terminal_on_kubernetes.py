@@ -10,8 +10,8 @@ from channels.db import database_sync_to_async
 from test_kubernetes_backend import running
 
 from jobs import lifecycle, terminal
+from jobs.lifecycle.passes import run_pass
 from jobs.models import Task
-from jobs.reconcile import run_pass
 from jobs.states import TaskState
 from tests.jobs.helpers import settle
 from tests.jobs.samples import hello_job

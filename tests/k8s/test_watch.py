@@ -20,9 +20,9 @@ from clusters.backends.base import SupportsWatch, TaskPhase, WatchedChanges
 from clusters.backends.kubernetes.backend import KubernetesBackend
 from clusters.backends.kubernetes.watch import PodBatch
 from jobs import lifecycle, wakeup
+from jobs.lifecycle.passes import run_pass
 from jobs.management.commands.watchcluster import follow, wake_for
 from jobs.models import Task
-from jobs.reconcile import run_pass
 from jobs.states import TaskState
 from jobs.wakeup import QUEUED_KEY
 from tests.jobs.samples import hello_job

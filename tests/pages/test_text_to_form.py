@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from django.test import Client
 
-from jobs.forms.fill import fill_form
+from jobs.forms.from_job import fill_form
 from jobs.protocol import load_job
 from tests.jobs.samples import hello_job
 

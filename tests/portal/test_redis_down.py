@@ -57,7 +57,7 @@ def beat_loop(backend: object, stop: threading.Event, failed: threading.Event) -
     because Redis is down (``failed`` is set then)."""
     from django.db import connection
 
-    from jobs.reconcile import reconcile
+    from jobs.lifecycle.passes import reconcile
 
     try:
         while not stop.is_set():

@@ -9,7 +9,7 @@ import redis
 from django.test import Client
 
 from jobs import lifecycle
-from jobs.reconcile import LAST_RUN_KEY, run_pass
+from jobs.lifecycle.passes import LAST_RUN_KEY, run_pass
 from tests.jobs.samples import hello_job
 
 pytestmark = pytest.mark.django_db

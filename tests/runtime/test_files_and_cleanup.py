@@ -14,7 +14,8 @@ from django.utils import timezone
 from clusters.backends.base import Placement, StorageMount, TaskLaunch, TaskPhase
 from clusters.backends.local import LocalBackend, LocalBackendError
 from clusters.models import Storage
-from jobs import lifecycle, reconcile
+from jobs import lifecycle
+from jobs.lifecycle import cleanup
 from jobs.models import JobAttempt, Task
 from jobs.runtime.script import files_setup
 from jobs.states import JobState, TaskState
@@ -129,6 +130,6 @@ def test_the_reconcile_pass_cleans_up_local_attempts_finished_long_ago(alice, ba
     JobAttempt.objects.filter(job=old).update(completed_at=timezone.now() - timedelta(hours=25))
     root = Path(backend.root)
     old_key = JobAttempt.objects.get(job=old).key
-    assert reconcile.cleanup(backend, force=True) == sorted([old_key, "job999999-a0"])
+    assert cleanup.cleanup(backend, force=True) == sorted([old_key, "job999999-a0"])
     assert (root / JobAttempt.objects.get(job=recent).key).is_dir()
     assert not (root / old_key).exists()

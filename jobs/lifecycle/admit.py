@@ -1,4 +1,6 @@
-"""One admission pass on the database: load in a constant number of queries, plan, apply.
+"""Admit: where a new job may go (``submit_check``), and one admission pass on the database:
+load in a constant number of queries, plan, apply (start, preempt, tell waiting jobs where
+they stand).
 
 The decisions are made by :func:`clusters.quota.plan`; this module only reads and writes.
 Reads: virtual clusters, nodes, running jobs, waiting jobs (four queries, whatever the number
@@ -9,13 +11,13 @@ starting each admitted job and stopping each preempted one (bounded by ``MAX_ADM
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
-from django.db import connection, transaction
+from django.core.cache import cache
+from django.db import transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q, TextField
 from django.db.models.functions import Cast
-from django.utils import timezone
 
 from clusters import capacity
 from clusters.backends.base import Backend
@@ -24,42 +26,27 @@ from clusters.quota import (
     Limit,
     Plan,
     Queue,
-    Resources,
     Running,
     Waiting,
     demand_of,
     never_fits,
     options_of,
     plan,
+    quota_of,
+    resources_json,
+    resources_of,
 )
-from jobs import lifecycle
-from jobs.models import Job, JobAttempt, Task
-from jobs.states import LIVE_TASK_STATES, JobState
-from portal.sql import columns, table
+from jobs import wakeup
+from jobs.lifecycle.launch import start_waiting
+from jobs.lifecycle.preempt import preempt
+from jobs.lifecycle.report import PassReport
+from jobs.models import Job
+from jobs.states import JobState
 
 log = logging.getLogger(__name__)
 MAX_ADMIT = 100  # jobs started per pass; the rest are told they start in the next pass
-
-
-class Report(Protocol):
-    admitted: int
-    touched_jobs: set[int]
-    touched_queues: set[str]
-
-
-def resources_json(r: Resources) -> dict[str, Any]:
-    return {"cpu": r.cpu, "memoryMB": r.memory_mb, "gpus": dict(r.gpus)}
-
-
-def resources_of(data: dict[str, Any] | None) -> Resources:
-    data = data or {}
-    return Resources(
-        int(data.get("cpu", 0)), int(data.get("memoryMB", 0)), dict(data.get("gpus") or {})
-    )
-
-
-def quota_of(vc: VirtualCluster) -> Limit:
-    return Limit(vc.cpu, vc.memory_mb, None if vc.gpus is None else dict(vc.gpus))
+STANDING_KEY = "portal:reconcile:standing"  # in the cache for a while after standing was written
+STANDING_EVERY_SECONDS = 1.0
 
 
 def job_fields(protocol: dict[str, Any]) -> dict[str, Any]:
@@ -75,17 +62,13 @@ def job_fields(protocol: dict[str, Any]) -> dict[str, Any]:
 def chosen_or_default(user: Any, vc_name: str | None) -> VirtualCluster | None:
     """The virtual cluster ``vc_name``, or without one the user's default, else ``default``.
 
-    One statement, written out because every submission pays for it (built by the ORM it
-    cost three times as much CPU): at most two rows, and of two the user's is the one not
-    named default.
+    One query: at most two rows, and of two the user's is the one not named default.
     """
-    vcs, defaults = table(VirtualCluster), table(DefaultVirtualCluster)
-    sql = f"SELECT {columns(VirtualCluster, 'v')} FROM {vcs} v WHERE name = %s"  # noqa: S608
-    params: list[Any] = [vc_name or DEFAULT_VIRTUAL_CLUSTER]
-    if not vc_name:  # noqa below, as above: table and column names come from the models
-        sql += f" OR id = (SELECT virtual_cluster_id FROM {defaults} WHERE user_id = %s)"  # noqa: S608
-        params.append(user.pk)
-    rows = list(VirtualCluster.objects.raw(sql, params))
+    wanted = Q(name=vc_name or DEFAULT_VIRTUAL_CLUSTER)
+    if not vc_name:
+        users_default = DefaultVirtualCluster.objects.filter(user_id=user.pk)
+        wanted |= Q(id__in=users_default.values("virtual_cluster_id"))
+    rows = list(VirtualCluster.objects.filter(wanted))
     if len(rows) == 2:
         return next(vc for vc in rows if vc.name != DEFAULT_VIRTUAL_CLUSTER)
     if rows:
@@ -124,6 +107,23 @@ def submit_check(user: Any, protocol: dict[str, Any], vc_name: str | None) -> Vi
                 f"{short.free}: {short.need - short.free} more than the job could ever get"
             )
     return vc
+
+
+def admit(backend: Backend, report: PassReport, full: bool = True) -> None:
+    """Start waiting jobs as their virtual clusters' quotas allow (``plan_and_apply``).
+
+    Where each waiting job stands (its reason and queue position) is written by every full
+    pass but by a wake-up at most once every ``STANDING_EVERY_SECONDS``: when jobs end one
+    after another with a thousand waiting, every pass moves all their positions, and writing
+    them (and telling their pages) each time cost more than the rest of the pass. A wake-up
+    that leaves it asks for a pass once that second is over, so no standing stays stale. A
+    wake-up with no job waiting skips admission (which reads every running job)."""
+    if not full and not Job.objects.filter(state=JobState.WAITING).exists():
+        return  # nothing to admit: spare a wake-up reading every running job
+    write = full or cache.add(STANDING_KEY, 1, STANDING_EVERY_SECONDS)
+    decided = plan_and_apply(backend, report, standing=write)
+    if not write and decided.waiting:
+        wakeup.request_pass_later(STANDING_EVERY_SECONDS)
 
 
 FIELDS = ("id", "virtual_cluster__name", "resources_text", "created_at", "priority")
@@ -186,7 +186,7 @@ def load(backend: Backend | None) -> Loaded:
     return queues, cap, running, waiting, standing
 
 
-def admit(backend: Backend, report: Report, standing: bool = True) -> Plan:
+def plan_and_apply(backend: Backend, report: PassReport, standing: bool = True) -> Plan:
     """Plan one pass and apply it: preempt, start, and (with ``standing``) tell every waiting
     job where it stands."""
     queues, cap, running, waiting, was = load(backend)
@@ -197,7 +197,7 @@ def admit(backend: Backend, report: Report, standing: bool = True) -> Plan:
                 report.touched_jobs.add(job_id)
         admitted = list(Job.objects.filter(id__in=decided.admit).select_related("owner"))
         for borrowing in (False, True):
-            started = lifecycle.start_waiting(
+            started = start_waiting(
                 [job for job in admitted if (job.id in decided.borrow) == borrowing],
                 backend,
                 queue_position=None,
@@ -208,50 +208,8 @@ def admit(backend: Backend, report: Report, standing: bool = True) -> Plan:
         if not standing:
             return decided
         changed = {i: s for i, s in decided.waiting.items() if was.get(i) != s}
-        write_standing(changed)
+        Job.objects.set_standing(changed)
         # Their pages show the new reason and position: one message per queue that moved.
         vc_of = {job.id: job.vc for job in waiting}
         report.touched_queues.update(vc_of[i] for i in changed if i in vc_of)
     return decided
-
-
-def preempt(job_id: int, reason: str) -> bool:
-    """Stop a borrowing job's attempt and put the job back in its queue."""
-    with transaction.atomic():
-        moved = Job.objects.filter(id=job_id, state=JobState.RUNNING, borrowing=True).update(
-            state=JobState.WAITING, reason=reason, borrowing=False, updated_at=timezone.now()
-        )
-        if not moved:
-            return False
-        for attempt in JobAttempt.objects.filter(job_id=job_id, state=JobState.RUNNING):
-            lifecycle.finish_attempt(attempt, JobState.STOPPED, reason, None)
-        Task.objects.filter(attempt__job_id=job_id, state__in=LIVE_TASK_STATES).update(
-            stop_requested=True
-        )
-        lifecycle.record(job_id, "preempted", reason)
-    return True
-
-
-def write_standing(standing: dict[int, tuple[str, int]]) -> None:
-    """Every waiting job's reason and position in one statement (only where they changed)."""
-    if not standing:
-        return
-    ids = list(standing)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE jobs_job AS j SET reason = v.reason, queue_position = v.pos"
-                " FROM unnest(%s::bigint[], %s::text[], %s::int[]) AS v(id, reason, pos)"
-                " WHERE j.id = v.id AND j.state = %s"
-                " AND (j.reason IS DISTINCT FROM v.reason"
-                " OR j.queue_position IS DISTINCT FROM v.pos)",
-                [
-                    ids,
-                    [standing[i][0] for i in ids],
-                    [standing[i][1] for i in ids],
-                    JobState.WAITING,
-                ],
-            )
-        return
-    jobs = [Job(id=i, reason=standing[i][0], queue_position=standing[i][1]) for i in ids]
-    Job.objects.bulk_update(jobs, ["reason", "queue_position"], batch_size=500)

@@ -1,0 +1,245 @@
+"""Launch, in two moves: an attempt starts (its tasks placed by the backend and saved WAITING,
+``start_waiting`` for admitted jobs, ``start_attempt`` for a retry), then the pass hands each
+waiting task to the backend (``launch``) with its script and environment."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from clusters.backends.base import (
+    Backend,
+    BackendUnavailable,
+    Placement,
+    TaskLaunch,
+    TaskShape,
+)
+from clusters.quota import gpu_type_of
+from jobs import news
+from jobs.access import is_admin
+from jobs.lifecycle.finish import finish_job
+from jobs.lifecycle.report import PassReport
+from jobs.models import Job, JobAttempt, JobEvent, Task
+from jobs.protocol import render_registry_auth, secret_masker
+from jobs.runtime import JobContext, bootstrap_script, task_environment, task_files
+from jobs.runtime.context import context_for
+from jobs.states import JobState, TaskState
+
+log = logging.getLogger(__name__)
+AttemptRows = tuple[JobAttempt, list[Task]]
+
+
+# -- starting an attempt: its tasks placed and saved ----------------------------------------------
+
+
+def shapes(protocol: dict[str, Any]) -> list[TaskShape]:
+    return [
+        TaskShape(
+            role=role,
+            index=index,
+            cpu=spec["resourcePerInstance"]["cpu"],
+            memory_mb=spec["resourcePerInstance"]["memoryMB"],
+            gpu=spec["resourcePerInstance"]["gpu"],
+            port_counts=dict(spec["resourcePerInstance"].get("ports", {})),
+        )
+        for role, spec in protocol["taskRoles"].items()
+        for index in range(spec["instances"])
+    ]
+
+
+def new_attempt(job: Job, number: int, backend: Backend, now: datetime) -> AttemptRows:
+    """Attempt ``number`` of ``job`` with its tasks placed by the backend, not yet saved."""
+    key = f"job{job.id}-a{number}"
+    task_shapes = shapes(job.protocol)
+    placements = backend.place(key, task_shapes)
+    attempt = JobAttempt(job=job, number=number, key=key, created_at=now)
+    tasks = [
+        Task(
+            attempt=attempt,
+            role=shape.role,
+            index=shape.index,
+            address=placement.ip,
+            ip=placement.ip,
+            ports=placement.ports,
+            created_at=now,
+        )
+        for shape, placement in zip(task_shapes, placements, strict=True)
+    ]
+    return attempt, tasks
+
+
+def save_attempts(rows: list[AttemptRows]) -> None:
+    """Save new attempts, their tasks and an event each: three queries for any number."""
+    JobAttempt.objects.bulk_create([attempt for attempt, _ in rows])
+    for attempt, tasks in rows:
+        for task in tasks:
+            task.attempt = attempt  # now that the attempt has its id
+    Task.objects.bulk_create([task for _, tasks in rows for task in tasks], batch_size=2000)
+    JobEvent.objects.bulk_create(
+        JobEvent(
+            job_id=attempt.job_id,
+            kind="attempt",
+            message=f"attempt {attempt.number} started with {len(tasks)} tasks",
+            attempt_number=attempt.number,
+        )
+        for attempt, tasks in rows
+    )
+
+
+def start_attempt(job: Job, backend: Backend, number: int) -> JobAttempt | None:
+    """Start attempt ``number`` of a job: a retry keeps it RUNNING (``start_waiting`` starts
+    waiting jobs). The reconcile loop launches the tasks."""
+    now = timezone.now()
+    with transaction.atomic():
+        if JobAttempt.objects.filter(job=job, number=number).exists():
+            return None
+        rows = [new_attempt(job, number, backend, now)]
+        save_attempts(rows)
+    news.after_commit(job.id)
+    return rows[0][0]
+
+
+def start_waiting(jobs: list[Job], backend: Backend, **fields: Any) -> list[Job]:
+    """Start the next attempt of each waiting job (its first, or the one after a preemption)
+    in a constant number of queries; ``fields`` are set on the started jobs. Jobs another
+    worker took meanwhile are left out of the result."""
+    if not jobs:
+        return []
+    now = timezone.now()
+    with transaction.atomic():
+        waiting = set(
+            Job.objects.select_for_update(skip_locked=True)
+            .filter(id__in=[job.id for job in jobs], state=JobState.WAITING)
+            .values_list("id", flat=True)
+        )
+        chosen = [job for job in jobs if job.id in waiting]
+        if not chosen:
+            return []
+        last = dict(
+            JobAttempt.objects.filter(job_id__in=waiting)
+            .values("job_id")
+            .annotate(last=Max("number"))
+            .values_list("job_id", "last")
+        )
+        rows, unplaced = [], []
+        for job in chosen:
+            try:
+                rows.append(new_attempt(job, last.get(job.id, -1) + 1, backend, now))
+            except BackendUnavailable:
+                raise  # no fault of the job: the pass fails and every job waits for the next
+            except Exception as exc:  # one job the backend cannot place fails alone
+                log.exception("could not place %s", job)
+                unplaced.append((job, f"could not be placed: {exc}"))
+        started_ids = waiting - {job.id for job, _ in unplaced}
+        Job.objects.filter(id__in=started_ids).update(
+            state=JobState.RUNNING, reason="running", updated_at=now, **fields
+        )
+        Job.objects.filter(id__in=started_ids, started_at=None).update(started_at=now)
+        save_attempts(rows)
+        for job, reason in unplaced:
+            finish_job(job, JobState.FAILED, reason)
+    started = [job for job in chosen if job.id in started_ids]
+    for job in started:
+        news.after_commit(job.id)
+    return started
+
+
+# -- launching: each waiting task handed to the backend -------------------------------------------
+
+
+def launch(backend: Backend, report: PassReport) -> list[str]:
+    """Launch every task that is waiting and has not been handed to the backend yet; return
+    the refs of those launched. A task the backend refuses fails with the reason; when the
+    backend is unavailable (``BackendUnavailable``) the pass stops here and raises, leaving
+    the task as it was."""
+    pending = list(
+        Task.objects.filter(state=TaskState.WAITING, backend_ref="", stop_requested=False)
+        .select_related("attempt__job__owner", "attempt__job__virtual_cluster")
+        .order_by("id")
+    )
+    if not pending:
+        return []
+    launched: list[str] = []
+    attempt_ids = {t.attempt_id for t in pending}
+    placements: dict[int, dict[tuple[str, int], Placement]] = defaultdict(dict)
+    for row in Task.objects.filter(attempt_id__in=attempt_ids).values(
+        "attempt_id", "role", "index", "address", "ports"
+    ):
+        placements[row["attempt_id"]][(row["role"], row["index"])] = Placement(
+            row["address"], row["ports"]
+        )
+    for task in pending:
+        job = task.attempt.job
+        try:
+            ctx = context_for(job, backend.name)  # ssh keys, storages, barrier timeout
+            ref = launch_one(backend, task, ctx, placements[task.attempt_id])
+        except BackendUnavailable:
+            # An outage or a 429/5xx storm outlasting the retries is no failure of the task:
+            # it stays WAITING and unlaunched for a later pass, and this pass fails (logged by
+            # its caller) without changing any job.
+            log.warning("the backend is unavailable; %s and the rest wait for a later pass", task)
+            raise
+        except Exception as exc:  # one task that cannot start must not stop the pass
+            log.exception("could not launch %s", task)
+            Task.objects.filter(id=task.id, state=TaskState.WAITING, backend_ref="").update(
+                state=TaskState.FAILED,
+                diagnostics=secret_masker(job.protocol).text(f"could not start: {exc}"),
+                completed_at=timezone.now(),
+            )
+            report.touched_jobs.add(job.id)
+            continue
+        if Task.objects.filter(id=task.id, backend_ref="").update(backend_ref=ref):
+            launched.append(ref)
+        report.launched += 1
+        report.touched_jobs.add(job.id)
+    return launched
+
+
+def launch_one(
+    backend: Backend, task: Task, ctx: JobContext, placements: dict[tuple[str, int], Placement]
+) -> str:
+    job = task.attempt.job
+    env = task_environment(ctx, placements, task.role, task.index)
+    spec = job.protocol["taskRoles"][task.role]
+    resources = spec["resourcePerInstance"]
+    return backend.launch(
+        TaskLaunch(
+            attempt_key=task.attempt.key,
+            role=task.role,
+            index=task.index,
+            retry=task.retries,
+            script=bootstrap_script(ctx, task.role, env),
+            env=env,
+            placement=placements[(task.role, task.index)],
+            cpu=resources["cpu"],
+            memory_mb=resources["memoryMB"],
+            gpu=resources["gpu"],
+            image=image_of(job.protocol, task.role),
+            shm_mb=spec.get("extraContainerOptions", {}).get("shmMB", 64),
+            gpu_type=gpu_type_of(job.protocol, task.role),
+            pull_secret=render_registry_auth(job.protocol, task.role),
+            files=task_files(ctx),  # secrets (the job's SSH key) out of the script
+            storages=list(ctx.storage_mounts),
+            debug_keep_hours=ctx.debug_keep_hours,
+            owner_id=job.owner_id,
+            owner_is_admin=is_admin(job.owner),
+        )
+    )
+
+
+def image_of(protocol: dict[str, object], role: str) -> str:
+    roles = protocol["taskRoles"]
+    assert isinstance(roles, dict)
+    name = roles[role].get("dockerImage")
+    prerequisites = protocol.get("prerequisites") or []
+    assert isinstance(prerequisites, list)
+    for item in prerequisites:
+        if item.get("name") == name and item.get("type") == "dockerimage":
+            return str(item.get("uri", ""))
+    return ""
