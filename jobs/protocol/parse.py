@@ -163,13 +163,19 @@ def _parse_json(source: str) -> object:
         raise ProtocolError.single("", f"JSON error: {_first_line(exc)}") from None
 
 
+def libyaml_agrees(source: str) -> bool:
+    """Whether libyaml reads ``source`` as PyYAML does: none of the characters the two read
+    differently, and no tag (an empty scalar tagged ``!`` is '' to libyaml, null to PyYAML)."""
+    return "!" not in source and fastyaml.sure_characters(source)
+
+
 def _parse_yaml(source: str) -> object:
     try:
         return fastyaml.load(source, _SCALARS)
     except fastyaml.Unsupported:
         pass
     nesting = source.count("\n") + source.count("[") + source.count("{")
-    if nesting < _C_MAX_NESTING and fastyaml.sure_characters(source):
+    if nesting < _C_MAX_NESTING and libyaml_agrees(source):
         try:
             return yaml.load(source, Loader=_CLoader)  # noqa: S506 - a SafeLoader
         except Exception:  # noqa: S110 - _Loader says what is wrong, in the words users see
