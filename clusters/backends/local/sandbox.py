@@ -83,6 +83,9 @@ class SandboxConfig:
     # Directories every task sees read-write at the same path (LOCAL_SANDBOX_SHARED).
     shared: tuple[str, ...] = field(default=())
     dev_dir: Path = Path("/dev")  # where the GPUs' device nodes are
+    # "charliecloud": a task with a dockerImage runs in it (images.py); "": the image is unused.
+    images: str = ""
+    image_storage: Path = Path("/var/tmp/portal-images")  # noqa: S108 - ch-image's storage
 
 
 @dataclass(frozen=True)
@@ -149,10 +152,13 @@ def bwrap_args(
     passwd: bool,
     gates: dict[str, str] | None = None,
     task_root: Path | None = None,
+    image: tuple[str, str] | None = None,
+    command: list[str] | None = None,
 ) -> list[str]:
-    """bwrap's arguments for one task: its pid 1 (bwrap's init) runs the bootstrap.
-    ``gates`` maps a directory to bind to where bwrap finds it (``make_gates``): the task runs
-    as another uid than the portal's, which may not pass through the directories above."""
+    """bwrap's arguments for one task: its pid 1 (bwrap's init) runs the bootstrap (or
+    ``command``). ``gates`` maps a directory to bind to where bwrap finds it (``make_gates``):
+    the task runs as another uid than the portal's, which may not pass through the directories
+    above. ``image``: a directory bound read-only (its source, its place in the sandbox)."""
     gates = gates or {}
     # A /tmp and /dev/shm of the task's own, empty, gone with it.
     args = [config.bwrap, "--ro-bind", "/", "/", "--tmpfs", "/tmp"]  # noqa: S108
@@ -174,6 +180,8 @@ def bwrap_args(
         args += ["--ro-bind" if store.read_only else "--bind", source, store.path]
     args += ["--bind", gates.get(str(work), str(work)), str(work)]
     args += ["--ro-bind-data", BOOTSTRAP_FD, str(bootstrap)]
+    if image is not None:
+        args += ["--ro-bind", gates.get(image[0], image[0]), image[1]]
     for path in hidden:  # after the binds under them: they made their mount points
         args += ["--remount-ro", path]
     if passwd:
@@ -192,8 +200,7 @@ def bwrap_args(
         "--die-with-parent",
         "--info-fd",
         INFO_FD,
-        "/bin/sh",
-        str(bootstrap),
+        *(command or ["/bin/sh", str(bootstrap)]),
     ]
     return args
 

@@ -1,0 +1,136 @@
+"""A task in its dockerImage on the local backend (``LOCAL_IMAGES=charliecloud``,
+``clusters/backends/local/images.py``), with an image built here from Debian's busybox-static and
+imported with ``ch-image import``: no registry."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from clusters.backends.base import Observation, TaskPhase
+from clusters.backends.local import LocalBackend
+from clusters.backends.local.sandbox import SandboxConfig
+from jobs.exitspec import explain
+from tests.backends.test_local import wait_until_ended
+from tests.backends.test_sandbox import task
+
+IMAGE = "portal-test/busybox:1"
+PASSWORD = "registry-pa55word-xyz"  # noqa: S105 - a test's fake registry password
+
+
+def ended(backend: LocalBackend, ref: str) -> Observation:
+    wait_until_ended(backend, ref, timeout=60)
+    return backend.observe([ref])[ref]
+
+
+def build_busybox_image(storage: Path, name: str) -> None:
+    """A tree with busybox-static as /bin/sh (and its applets), imported into ``storage``."""
+    tree = Path(tempfile.mkdtemp(prefix="busybox-image-", dir="/var/tmp"))  # noqa: S108
+    tree.chmod(0o755)  # the image's root: every task's uid enters it
+    try:
+        (tree / "bin").mkdir()
+        (tree / "etc").mkdir()
+        shutil.copy("/bin/busybox", tree / "bin" / "busybox")
+        for applet in ("sh", "cat", "ls", "id", "echo", "readlink", "sleep", "pwd"):
+            (tree / "bin" / applet).symlink_to("busybox")
+        (tree / "etc" / "passwd").write_text("root:x:0:0:root:/:/bin/sh\n")
+        (tree / "etc" / "group").write_text("root:x:0:\n")
+        (tree / "etc" / "image-name").write_text("busybox-test-image\n")
+        env = {"PATH": "/usr/bin:/bin", "USER": "portal", "CH_IMAGE_STORAGE": str(storage)}
+        env["CH_IMAGE_CACHE"] = "disabled"  # no git build cache: it wants a git identity
+        subprocess.run(  # noqa: S603
+            ["ch-image", "import", str(tree), name],  # noqa: S607
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+    finally:
+        shutil.rmtree(tree)
+
+
+@pytest.fixture(scope="module")
+def image_storage() -> Iterator[Path]:
+    top = Path(tempfile.mkdtemp(prefix="images-", dir="/var/tmp"))  # noqa: S108
+    top.chmod(0o755)
+    storage = top / "storage"  # ch-image makes it (it refuses an empty directory it did not)
+    old = os.umask(0o022)  # the task's uid reads the image
+    try:
+        build_busybox_image(storage, IMAGE)
+    finally:
+        os.umask(old)
+    yield storage
+    shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture
+def backend(tmp_path: Path, image_storage: Path) -> LocalBackend:
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "secret_key").write_text("portal-secret-key-abc")
+    config = SandboxConfig(
+        hidden=(str(tmp_path / "var"),), images="charliecloud", image_storage=image_storage
+    )
+    return LocalBackend(tmp_path / "tasks", sandbox_config=config)
+
+
+def test_a_task_runs_in_its_image_and_still_cannot_read_the_portals_secret(
+    backend: LocalBackend, tmp_path: Path
+):
+    script = (
+        "cat /etc/image-name; readlink /bin/sh; cat /etc/os-release || echo no-os-release;"
+        f" cat {tmp_path}/var/secret_key || echo no-secret-key; echo work=$PAI_WORK_DIR pwd=$(pwd)"
+        "; echo hello > here.txt; ls /tmp | wc -l"
+    )
+    launch = replace(task(script), image=IMAGE)
+    ref = backend.launch(launch)
+    observation = ended(backend, ref)
+    out = backend.read_log(ref, "stdout").decode()
+    err = backend.read_log(ref, "stderr").decode()
+    assert observation.phase == TaskPhase.SUCCEEDED, (out, err, observation.diagnostics)
+    lines = out.splitlines()
+    assert lines[:2] == ["busybox-test-image", "busybox"]
+    assert "no-os-release" in lines  # the host's Debian is not in view
+    assert "no-secret-key" in lines
+    assert "work=/mnt/0 pwd=/mnt/0" in lines
+    assert lines[-1].strip() == "0"  # a /tmp of its own, empty
+    assert (backend.work_dir(ref) / "here.txt").read_text() == "hello\n"
+
+
+def test_without_the_setting_the_image_is_not_used(tmp_path: Path, image_storage: Path):
+    backend = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig())
+    ref = backend.launch(replace(task("cat /etc/os-release"), image=IMAGE))
+    assert ended(backend, ref).phase == TaskPhase.SUCCEEDED
+    assert b"Debian" in backend.read_log(ref, "stdout")
+
+
+def test_a_missing_image_fails_the_task_with_the_pull_reason_and_no_credentials_shown(
+    backend: LocalBackend,
+):
+    launch = replace(
+        task("echo never-runs"),
+        image="127.0.0.1:9/portal-test/missing:1",
+        pull_secret={"registry": "127.0.0.1:9", "username": "alice", "password": PASSWORD},
+    )
+    ref = backend.launch(launch)
+    control = backend.work_dir(ref).parent
+    assert (control / "registry_auth").stat().st_mode & 0o777 == 0o600
+    observation = ended(backend, ref)
+    assert observation.phase == TaskPhase.FAILED
+    assert observation.exit_code == 254
+    assert observation.diagnostics.startswith(
+        "ErrImagePull: ch-image could not pull the image '127.0.0.1:9/portal-test/missing:1'"
+    )
+    assert explain(observation.exit_code, observation.diagnostics).phrase == "Image pull failure"
+    assert backend.read_log(ref, "stdout") == b""
+    assert not (control / "registry_auth").exists()  # read once, then gone
+    for path in control.rglob("*"):
+        if path.is_file():
+            assert PASSWORD not in path.read_text(errors="replace"), path
+    assert PASSWORD not in observation.diagnostics
