@@ -17,6 +17,7 @@ import pytest
 from clusters.backends.base import Observation, TaskPhase
 from clusters.backends.local import LocalBackend
 from clusters.backends.local.sandbox import SandboxConfig
+from jobs import lifecycle
 from jobs.exitspec import explain
 from tests.backends.test_local import wait_until_ended
 from tests.backends.test_sandbox import task
@@ -134,3 +135,35 @@ def test_a_missing_image_fails_the_task_with_the_pull_reason_and_no_credentials_
         if path.is_file():
             assert PASSWORD not in path.read_text(errors="replace"), path
     assert PASSWORD not in observation.diagnostics
+
+
+AUTH_JOB = """\
+protocolVersion: 2
+name: private-image
+type: job
+prerequisites:
+  - name: img
+    type: dockerimage
+    uri: 127.0.0.1:9/portal-test/missing:1
+    auth: {username: alice, password: registry-pa55word-xyz, registryuri: 127.0.0.1:9}
+taskRoles:
+  main:
+    dockerImage: img
+    instances: 1
+    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}
+    commands: [echo hi]
+"""
+NOTICE = "image is not used"
+
+
+@pytest.mark.django_db
+def test_the_job_page_says_the_image_is_unused_only_without_the_setting(alice, web, settings):
+    lifecycle.submit(alice, AUTH_JOB)
+    settings.LOCAL_IMAGES = ""
+    body = web.get("/jobs/alice~private-image/").content.decode()
+    assert NOTICE in body
+    assert PASSWORD not in body
+    settings.LOCAL_IMAGES = "charliecloud"
+    body = web.get("/jobs/alice~private-image/").content.decode()
+    assert NOTICE not in body
+    assert PASSWORD not in body

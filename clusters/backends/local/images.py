@@ -31,7 +31,8 @@ IMAGE_PULL_EXIT = 254  # OpenPAI's exit code for an image pull failure
 # Run by the wrapper before the sandbox: $1 storage, $2 image, $3 its directory in the storage,
 # then the task's command. ch-image's output goes to the portal's own PULL_LOG; its last line
 # (ch-image says "error: ...") is the reason.
-PULL = r"""PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# The system's python3 first: ch-image runs on Debian's (with python3-lark), not /usr/local's.
+PULL = r"""PATH=/usr/sbin:/usr/bin:/sbin:/bin
 storage=$1 image=$2 dir=$3; shift 3
 if [ ! -d "$dir" ]; then
   (
