@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from jobs import lifecycle
 from jobs.exitspec import explain
 from tests.backends.test_local import wait_until_ended
 from tests.backends.test_sandbox import task
+from tests.waiting import wait_for
 
 IMAGE = "portal-test/busybox:1"
 PASSWORD = "registry-pa55word-xyz"  # noqa: S105 - a test's fake registry password
@@ -167,3 +169,43 @@ def test_the_job_page_says_the_image_is_unused_only_without_the_setting(alice, w
     body = web.get("/jobs/alice~private-image/").content.decode()
     assert NOTICE not in body
     assert PASSWORD not in body
+
+
+def test_ch_image_gets_the_credentials_in_its_environment_never_on_its_command_line(
+    backend: LocalBackend,
+):
+    """A registry that never answers holds ch-image mid-pull, long enough to read its /proc."""
+    registry = socket.socket()
+    registry.bind(("127.0.0.1", 0))
+    registry.listen(8)
+    port = registry.getsockname()[1]
+    image = f"127.0.0.1:{port}/portal-test/held:1"
+    launch = replace(
+        task("echo never-runs"),
+        image=image,
+        pull_secret={"registry": f"127.0.0.1:{port}", "username": "alice", "password": PASSWORD},
+    )
+    ref = backend.launch(launch)
+    try:
+        pid = wait_for(lambda: pulling(image), timeout=60)
+        assert PASSWORD not in Path(f"/proc/{pid}/cmdline").read_text()
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"CH_IMAGE_PASSWORD={PASSWORD}".encode() in environ
+        assert b"CH_IMAGE_USERNAME=alice" in environ
+    finally:
+        registry.close()  # the pull fails
+    observation = ended(backend, ref)
+    assert observation.diagnostics.startswith("ErrImagePull: ")
+    assert PASSWORD not in observation.diagnostics
+
+
+def pulling(image: str) -> int | None:
+    """The pid of the ch-image that pulls ``image``, if one runs."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(arg.endswith(b"ch-image") for arg in argv[:2]) and image.encode() in argv:
+            return int(proc.name)
+    return None
