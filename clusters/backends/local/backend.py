@@ -199,7 +199,9 @@ class LocalBackend:
             )
         write_private(control / IMAGE, task.image)
         if task.pull_secret:
-            write_private(control / images.REGISTRY_AUTH, images.registry_auth_file(task.pull_secret))
+            write_private(
+                control / images.REGISTRY_AUTH, images.registry_auth_file(task.pull_secret)
+            )
         return task.image
 
     def _sandbox_command(
@@ -410,7 +412,9 @@ class LocalBackend:
         shell_pid = record.pid
         if record.sandboxed:  # the shell joins the task's sandbox, as the task's uid
             deadline = time.monotonic() + SANDBOX_READY_SECONDS  # a task that just started
-            while not (shell_pid := sandbox.sandbox_init(workdir, record.pid) or 0):
+            while not (shell_pid := sandbox.sandbox_init(workdir, record.pid) or 0) or not (
+                sandbox.namespaces_ready(shell_pid)
+            ):
                 if time.monotonic() > deadline or not record.alive():
                     return None
                 time.sleep(0.05)
@@ -423,7 +427,15 @@ class LocalBackend:
         )
         env["TERM"] = "xterm-256color"
         if record.sandboxed:
-            argv = sandbox.shell_command(shell_pid, record.uid, workdir / WORK)
+            image = None
+            if _read(workdir / IMAGE):  # the shell lands in the task's image, as the task did
+                deadline = time.monotonic() + SANDBOX_READY_SECONDS
+                while not (inner := sandbox.image_process(shell_pid)):
+                    if time.monotonic() > deadline or not record.alive():
+                        return None
+                    time.sleep(0.05)
+                image = (inner, images.WORK_IN_IMAGE)
+            argv = sandbox.shell_command(shell_pid, record.uid, workdir / WORK, image)
             return ShellSpec(argv=argv, env=env, cwd=str(workdir / WORK))
         shell = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
         return ShellSpec(argv=["setsid", "-c", shell, "-i"], env=env, cwd=str(workdir / WORK))

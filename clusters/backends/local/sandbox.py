@@ -307,6 +307,15 @@ def sandbox_init(control: Path, bwrap_pid: int | None) -> int | None:
     return pid if stat is not None and stat[0] not in ("Z", "X", "x") else None
 
 
+def namespaces_ready(pid: int) -> bool:
+    """Whether the sandbox of init ``pid`` has its uid and gid maps: bwrap names its init
+    (``--info-fd``) before they are written, and ``nsenter --setgid`` fails until then."""
+    try:
+        return all(Path(f"/proc/{pid}/{m}").read_text().strip() for m in ("uid_map", "gid_map"))
+    except OSError:
+        return False
+
+
 def parent_of(pid: int) -> int | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -317,12 +326,21 @@ def parent_of(pid: int) -> int | None:
     return None
 
 
-def shell_command(init_pid: int, uid: int | None, work: Path) -> list[str]:
+def shell_command(
+    init_pid: int, uid: int | None, work: Path, image: tuple[int, str] | None = None
+) -> list[str]:
     """An interactive shell in the running sandbox of ``init_pid`` (its mounts, its pid
-    namespace, as the task's uid, without capabilities), the pty as controlling terminal."""
+    namespace, as the task's uid, without capabilities), the pty as controlling terminal.
+    ``image``: the task runs in an image (``images.py``): the pid, in the sandbox, of its
+    process in the image and the working directory there; the shell then joins the image's
+    namespaces too, with the sandbox's own nsenter (after setpriv: no capability on the way)."""
     gid = os.getegid() if uid is None else uid
     uid = os.geteuid() if uid is None else uid
-    shell = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
+    into_image: list[str] = []
+    if image is not None:
+        into_image = ["nsenter", f"--target={image[0]}", "--user", "--mount", "--root", "--wd"]
+        into_image += ["--preserve-credentials", "--"]
+        work = Path(image[1])
     return [
         "nsenter",
         f"--target={init_pid}",
@@ -341,13 +359,34 @@ def shell_command(init_pid: int, uid: int | None, work: Path) -> list[str]:
         "--",
         "setsid",
         "-c",
+        *into_image,
         "/bin/sh",
         "-c",
-        'cd "$0" 2>/dev/null; exec "$@"',
+        # bash where the system (or the image) has it, else its sh
+        'cd "$0" 2>/dev/null; command -v bash >/dev/null && exec bash -i; exec sh -i',
         str(work),
-        shell,
-        "-i",
     ]
+
+
+def image_process(init_pid: int) -> int | None:
+    """The pid, in the sandbox's pid namespace, of the task's process in its image: the child
+    of the sandbox's init that ch-run moved into namespaces of its own (None until then)."""
+    try:
+        own = os.readlink(f"/proc/{init_pid}/ns/user")
+        children = Path(f"/proc/{init_pid}/task/{init_pid}/children").read_text().split()
+    except OSError:
+        return None
+    for child in children:
+        try:
+            if os.readlink(f"/proc/{child}/ns/user") == own:
+                continue
+            status = Path(f"/proc/{child}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    return None
 
 
 # -- cgroups (v1, as root) -------------------------------------------------------------------
