@@ -223,3 +223,19 @@ def test_a_task_runs_in_cgroups_limited_to_its_memory_and_cpu(tmp_path: Path):
         assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "100000"
     finally:
         backend.stop([ref])
+
+
+def test_a_stop_right_after_the_launch_ends_the_task_by_its_sigterm(tmp_path: Path):
+    """Stop as soon as the sandbox's init is there, before it has started the bootstrap (the
+    kernel drops a SIGTERM to a pid namespace's init): the stop is not lost, the task ends with
+    143, not with the SIGKILL at the end of the grace period."""
+    backend = LocalBackend(tmp_path / "tasks", stop_grace_seconds=30)
+    for index in range(5):
+        ref = backend.launch(task("sleep 60", index=index))
+        pid = record_pid(backend, ref)
+        wait_for(lambda c=backend.root / ref, p=pid: sandbox_init(c, p), step=0.001)
+        backend.stop([ref])
+        assert wait_until_ended(backend, ref, timeout=60) == TaskPhase.FAILED
+        observation = backend.observe([ref])[ref]
+        assert observation.exit_code == 143, observation.diagnostics
+        assert observation.diagnostics.endswith("after a stop request")

@@ -364,6 +364,8 @@ class LocalBackend:
             if record.stop_requested_at is None:  # the first request starts the grace period
                 record.stop_requested_at = datetime.now(UTC).isoformat()
                 record.save(workdir / "task.json")
+            if record.sandboxed:  # first: a sandbox whose bootstrap has not started sees it
+                sandbox.request_stop(workdir / WORK)
             _signal_task(workdir, record, signal.SIGTERM)
 
     def read_log(self, ref: str, stream: str, tail_bytes: int | None = None) -> bytes:

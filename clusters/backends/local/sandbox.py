@@ -64,6 +64,11 @@ fi
 exec "$@" 6>sandbox.json 8<"$boot" 9<"$users"
 """
 GATES = Path("/run/portal-tasks")
+# Stop writes this file into the task's working directory before it signals the sandbox: a
+# signal to the sandbox's init before it has forked the bootstrap is lost (the kernel drops
+# what a pid namespace's init has no handler for), so the bootstrap's first step looks for it.
+STOP_FLAG = ".portal-stop"
+STOP_CHECK = 'if [ -e "$0/.portal-stop" ]; then exit 143; fi; exec "$@"'
 BOOTSTRAP_FD, PASSWD_FD, INFO_FD = "8", "9", "6"
 
 
@@ -200,6 +205,10 @@ def bwrap_args(
         "--die-with-parent",
         "--info-fd",
         INFO_FD,
+        "/bin/sh",  # exits as if the bootstrap got the SIGTERM of a stop requested already
+        "-c",
+        STOP_CHECK,
+        str(work),
         *(command or ["/bin/sh", str(bootstrap)]),
     ]
     return args
@@ -244,6 +253,14 @@ def memory_rlimit(memory_mb: int) -> list[str]:
 
 def bind_sources(config: SandboxConfig, work: Path, storages: list[StorageMount]) -> list[str]:
     return [str(work), *config.shared, *(store.path for store in storages)]
+
+
+def request_stop(work: Path) -> None:
+    """Leave ``STOP_FLAG`` in the task's working directory (which the task owns: never
+    following a link it put there, never writing into an existing file)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    with contextlib.suppress(OSError):
+        os.close(os.open(work / STOP_FLAG, flags, 0o600))
 
 
 def make_gates(ref: str, sources: list[str]) -> dict[str, str]:
