@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -358,16 +359,13 @@ def shell_command(
         into_image = ["nsenter", f"--target={image[0]}", "--user", "--mount", "--root", "--wd"]
         into_image += ["--preserve-credentials", "--"]
         work = Path(image[1])
+    enter = ["nsenter", f"--target={init_pid}", "--user", "--mount", "--pid", "--root", "--wd"]
+    enter += [f"--setuid={uid}", f"--setgid={gid}"]
+    if os.geteuid() != 0:  # the owner of the namespaces, without capabilities outside them
+        enter = [sys.executable, "-I", "-S", "-c", NSENTER_VIA_PARENT, str(init_pid)]
+        enter += ["--preserve-credentials"]
     return [
-        "nsenter",
-        f"--target={init_pid}",
-        "--user",
-        "--mount",
-        "--pid",
-        "--root",
-        "--wd",
-        f"--setuid={uid}",
-        f"--setgid={gid}",
+        *enter,
         "--",
         "setpriv",
         "--inh-caps=-all",
@@ -383,6 +381,26 @@ def shell_command(
         'cd "$0" 2>/dev/null; command -v bash >/dev/null && exec bash -i; exec sh -i',
         str(work),
     ]
+
+
+# The terminal of a portal that is not root. bwrap (unprivileged, with --dev) mounts the
+# sandbox's /dev/pts as root of a first user namespace, then moves its init into a second one that
+# maps the task's uid: the pid and mount namespaces belong to the first, which no process is in.
+# ``nsenter --target --user`` joins the second and may then not join them. This joins the first
+# (NS_GET_PARENT of the second; the portal's uid is its root, so it keeps its capabilities there
+# through exec), the sandbox's pid and mounts, then (the sandbox's own nsenter, as that root) the
+# second, where the portal's uid is the task's; setpriv follows as on the root path. Credentials
+# stay as they are (setgroups is denied in both).
+NSENTER_VIA_PARENT = """import fcntl, os, sys
+init = sys.argv[1]
+user = os.open(f"/proc/{init}/ns/user", os.O_RDONLY)
+parent = fcntl.ioctl(user, 0xB702)  # NS_GET_PARENT
+os.set_inheritable(parent, True)
+os.close(user)
+argv = ["nsenter", f"--target={init}", f"--user=/proc/self/fd/{parent}", "--pid", "--mount"]
+argv += ["--root", "--wd", "--preserve-credentials", "--", "nsenter", "--target=1", "--user"]
+os.execvp("nsenter", argv + sys.argv[2:])
+"""
 
 
 def image_process(init_pid: int) -> int | None:
