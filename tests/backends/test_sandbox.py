@@ -220,6 +220,8 @@ while b"end-42\\r" not in seen and b"end-42\\n" not in seen:
     seen += chunk
 session.close()
 backend.stop([ref])
+while backend.observe([ref])[ref].phase.value not in ("succeeded", "failed"):
+    time.sleep(0.05)  # its wrapper done with its files before the test removes them
 print(seen.decode(errors="replace"))
 """
 
