@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.backends.base import Observation, TaskPhase
+from clusters.backends.base import Observation, StorageKind, StorageMount, TaskPhase
 from clusters.backends.local import LocalBackend
 from clusters.backends.local.pty import PtySession
 from clusters.backends.local.sandbox import SandboxConfig
@@ -195,3 +195,19 @@ def test_the_terminal_of_a_task_in_an_image_lands_in_the_image(backend: LocalBac
     assert f"pwd=/mnt/0 sh=busybox uid={uid}" in text
     assert "CapPrm:\t0000000000000000" in text  # nothing to unmount what hides the portal
     assert "CapEff:\t0000000000000000" in text
+
+
+def test_a_task_that_mounts_storage_runs_on_the_system_and_its_log_says_why(
+    backend: LocalBackend, tmp_path: Path
+):
+    store = tmp_path / "store"
+    store.mkdir(mode=0o755)
+    launch = replace(
+        task("cat /etc/os-release"),
+        image=IMAGE,
+        storages=[StorageMount(name="data", kind=StorageKind.LOCAL_DIR, path=str(store))],
+    )
+    ref = backend.launch(launch)
+    assert ended(backend, ref).phase == TaskPhase.SUCCEEDED
+    assert b"Debian" in backend.read_log(ref, "stdout")
+    assert b"not in view inside an image" in backend.read_log(ref, "stderr")

@@ -70,6 +70,10 @@ UNSANDBOXED = (
     "echo \"[portal] this task runs unsandboxed, as the portal's own user with the machine in"
     ' view (bwrap is missing, or LOCAL_SANDBOX is off)" >&2\n'
 )
+IMAGE_WITHOUT_STORAGES = (
+    'echo "[portal] this task mounts storages, which are not in view inside an image on the'
+    ' local backend: it runs on the system of the machine, not in its dockerImage" >&2\n'
+)
 SANDBOX_READY_SECONDS = 5.0  # how long a terminal waits for a task's sandbox to be set up
 log = logging.getLogger(__name__)
 
@@ -121,6 +125,8 @@ class LocalBackend:
             sandboxed = self._sandboxed(task)
             # Never silently unsandboxed: the task's log says so first.
             script = task.script if sandboxed else UNSANDBOXED + task.script
+            if sandboxed and self._wants_image(task) and task.storages:
+                script = IMAGE_WITHOUT_STORAGES + script
             old = TaskRecord.load(control / "task.json")
             if old is not None and _read(control / "bootstrap.sh") == script:
                 return ref  # already launched (the caller retried): the same task
@@ -186,10 +192,13 @@ class LocalBackend:
             "not installed on this machine; an admin installs it (`make install`)"
         )
 
+    def _wants_image(self, task: TaskLaunch) -> bool:
+        return self.sandbox.images == "charliecloud" and bool(task.image)
+
     def _image(self, task: TaskLaunch, control: Path) -> str | None:
         """The image the task runs in (LOCAL_IMAGES=charliecloud and a dockerImage), else None;
         its registry credentials in a file of the portal's for the pull (images.PULL)."""
-        if self.sandbox.images != "charliecloud" or not task.image:
+        if not self._wants_image(task) or task.storages:  # no storage in view in an image
             return None
         if not shutil.which("ch-image") or not shutil.which("ch-run"):
             raise LocalBackendError(
