@@ -1,6 +1,7 @@
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm bubblewrap \
+    charliecloud-runtime charliecloud-builders busybox-static \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./

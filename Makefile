@@ -8,7 +8,7 @@ PYTHON ?= $(shell /usr/bin/python3 -c 'import sys, ensurepip; sys.exit(sys.versi
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench install assets chromium sshd bubblewrap clean constraints
+.PHONY: run test lint typecheck bench install assets chromium sshd bubblewrap charliecloud clean constraints
 
 # constraints.txt pins every package to the version the tests passed with (see pyproject.toml).
 $(STAMP): pyproject.toml constraints.txt
@@ -24,7 +24,7 @@ node_modules/.installed: package.json
 install: $(STAMP) node_modules/.installed bubblewrap
 
 ## Set up everything and run the portal (web + worker + beat) on the embedded default.
-run: install
+run: install $(if $(filter charliecloud,$(LOCAL_IMAGES)),charliecloud)
 	$(PY) manage.py runportal
 
 chromium:
@@ -34,6 +34,13 @@ chromium:
 # refuses to start anyone's tasks but an admin's.
 bubblewrap:
 	@test -x /usr/bin/bwrap || (apt-get update && apt-get install -y bubblewrap)
+
+# LOCAL_IMAGES=charliecloud runs a local task in its dockerImage: ch-image pulls it, ch-run
+# enters it (Debian's charliecloud packages); the tests build their image from busybox-static.
+charliecloud:
+	@test -x /usr/bin/ch-run -a -x /usr/bin/ch-image -a -x /bin/busybox || (apt-get update && \
+		apt-get install -y --no-install-recommends charliecloud-runtime charliecloud-builders \
+		busybox-static)
 
 # The ssh plugin's test starts sshd in its tasks. Installing the package must not leave a system
 # sshd on port 22: Docker's policy-rc.d forbids the start; elsewhere it is stopped again.
@@ -45,7 +52,7 @@ sshd:
 # Tests get a Redis database of their own, as Django gives them test_<name> in PostgreSQL: a
 # portal running on this machine shares no broker queue, lock or counter with them.
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/9
-test: install chromium sshd
+test: install chromium sshd charliecloud
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy

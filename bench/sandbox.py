@@ -6,7 +6,8 @@ Two figures, each the median of ``RUNS`` runs of a task whose script is ``true``
   bootstrap.sh`` unsandboxed against the sandbox's prelude (cgroups, as root the mount gates),
   ``setpriv`` and ``bwrap``;
 - the whole launch, from ``LocalBackend.launch`` to its ``exit_code`` file, unsandboxed
-  (``SandboxConfig(enabled=False)``) and sandboxed: the wrapper's own steps are in both.
+  (``SandboxConfig(enabled=False)``) and sandboxed: the wrapper's own steps are in both; and,
+  where Charliecloud is installed, sandboxed in a cached busybox image (``LOCAL_IMAGES``).
 
 Prints the figures, the headline (the sandbox's cost per start) last.
 """
@@ -14,6 +15,7 @@ Prints the figures, the headline (the sandbox's cost per start) last.
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -27,19 +29,20 @@ sys.path.insert(0, str(ROOT))
 from clusters.backends.base import Placement, TaskLaunch  # noqa: E402
 from clusters.backends.local import LocalBackend, sandbox  # noqa: E402, I001
 from clusters.backends.local.sandbox import SandboxConfig  # noqa: E402
+from tests.support.images import IMAGE, build_busybox_image  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "20"))
 
 
-def task(index: int) -> TaskLaunch:
+def task(index: int, image: str = "") -> TaskLaunch:
     return TaskLaunch(
-        f"bench-{index}", "worker", 0, 0, "true\n", {}, Placement("127.0.0.1", {}), 1, 256, 0
+        f"bench-{index}", "worker", 0, 0, "true\n", {}, Placement("127.0.0.1", {}), 1, 256, 0, image
     )
 
 
-def launch_to_exit(backend: LocalBackend, index: int) -> float:
+def launch_to_exit(backend: LocalBackend, index: int, image: str = "") -> float:
     start = time.perf_counter()
-    ref = backend.launch(task(index))
+    ref = backend.launch(task(index, image))
     exit_code = backend.root / ref / "exit_code"
     while not exit_code.exists():
         time.sleep(0.001)
@@ -81,6 +84,18 @@ def main() -> None:
             figures[f"launch to exit code, {name}"] = median_ms(
                 [launch_to_exit(backend, RUNS + i) for i in range(RUNS)]
             )
+        if shutil.which("ch-image") and shutil.which("ch-run"):
+            storage = Path(top) / "images"
+            old = os.umask(0o022)
+            build_busybox_image(storage, IMAGE)
+            os.umask(old)
+            config = SandboxConfig(images="charliecloud", image_storage=storage)
+            in_image = LocalBackend(Path(top) / "image", sandbox_config=config)
+            figures["launch to exit code, sandboxed in an image"] = median_ms(
+                [launch_to_exit(in_image, 2 * RUNS + i, IMAGE) for i in range(RUNS)]
+            )
+        for backend in (plain, boxed, *([in_image] if "in_image" in locals() else [])):
+            backend.cleanup([])  # their cgroups and gates (every task has ended)
         for name, value in figures.items():
             print(f"{name}: {value:.1f} ms (median of {RUNS})")
         cost = figures["command, sandboxed"] - figures["command, unsandboxed"]

@@ -42,6 +42,8 @@ def local_sandbox() -> SandboxConfig:
         hidden=tuple(dict.fromkeys(str(p) for p in hidden if str(p) != "/")),
         shared=tuple(settings.LOCAL_SANDBOX_SHARED),
         bwrap=settings.LOCAL_SANDBOX_BWRAP,
+        images=settings.LOCAL_IMAGES,
+        image_storage=settings.LOCAL_IMAGE_STORAGE,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from portal.env import env_bool, env_float, env_int, env_list, env_secret, env_str
 
@@ -227,6 +228,12 @@ LOCAL_KEEP_FINISHED_HOURS = env_int("LOCAL_KEEP_FINISHED_HOURS", 7 * 24, minimum
 LOCAL_SANDBOX = env_bool("LOCAL_SANDBOX", True)
 LOCAL_SANDBOX_BWRAP = env_str("LOCAL_SANDBOX_BWRAP", "bwrap")  # its name on PATH, or its path
 LOCAL_TASK_UID_BASE = env_int("LOCAL_TASK_UID_BASE", 200_000, minimum=1000)
+# LOCAL_IMAGES=charliecloud: a local task with a dockerImage runs in it (ch-image pulls it into
+# LOCAL_IMAGE_STORAGE, ch-run enters it in the sandbox); empty: the image is not used.
+LOCAL_IMAGES = env_str("LOCAL_IMAGES", "")
+if LOCAL_IMAGES not in ("", "charliecloud"):
+    raise ImproperlyConfigured(f"LOCAL_IMAGES must be '' or 'charliecloud', not {LOCAL_IMAGES!r}")
+LOCAL_IMAGE_STORAGE = Path(env_str("LOCAL_IMAGE_STORAGE", str(VAR_DIR / "images")))
 # What no task sees, besides the portal's tree, var/, the task root and the portal user's home.
 LOCAL_SANDBOX_HIDE = env_list("LOCAL_SANDBOX_HIDE", [])
 # Directories every task of every user sees read-write (a lab's scratch space; tests).

@@ -92,14 +92,45 @@ def _roomy_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(capacity, "backend_nodes", roomy)
 
 
+@pytest.fixture(autouse=True)
+def _local_backends_released(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every local backend a test builds leaves nothing on the machine: its tasks killed, then
+    their cgroups (/sys/fs/cgroup/*/portal-tasks) and gates (/run/portal-tasks) removed."""
+    built: list[LocalBackend] = []
+    build = LocalBackend.__init__
+
+    def register(self: LocalBackend, *args: object, **kwargs: object) -> None:
+        build(self, *args, **kwargs)  # type: ignore[arg-type]
+        built.append(self)
+
+    monkeypatch.setattr(LocalBackend, "__init__", register)
+    yield
+    for local in built:
+        release(local)
+
+
+def release(local: LocalBackend) -> None:
+    """Kill what still runs under ``local.root``, then remove its tasks and what they held."""
+    if not local.root.is_dir():
+        return
+    for kept in local.root.glob("*/*/work/.keep_until"):  # a debug task's: not kept past the test
+        kept.unlink(missing_ok=True)
+    local.cleanup([])  # kills the running tasks (SIGKILL), removes the ended ones
+    deadline = time.monotonic() + 10
+    while any(local._live_records()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    local.cleanup([])
+
+
 @pytest.fixture
 def backend(settings) -> Iterator[LocalBackend]:
     local = registry.get_backend()
     assert isinstance(local, LocalBackend)
     yield local
-    # Leave no process behind.
+    # Leave no process behind, nor the tasks' cgroups and gates.
     refs = [str(p.relative_to(local.root)) for p in Path(local.root).glob("*/*") if p.is_dir()]
     local.stop(refs)
+    release(local)
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -90,6 +91,8 @@ def job_detail(request: HttpRequest, username: str, name: str) -> HttpResponse:
     context = live_context(request, job)
     context["config"] = dump_yaml(mask_secrets(job.protocol))
     context["backend_name"] = get_backend().name
+    # The local backend runs a task in its image only with LOCAL_IMAGES=charliecloud.
+    context["image_unused"] = context["backend_name"] == "local" and not settings.LOCAL_IMAGES
     context["ws_path"] = f"/ws/jobs/{job.id}/"
     return render(request, "jobs/detail.html", context)
 

@@ -193,6 +193,76 @@ def test_a_portal_run_by_an_ordinary_user_still_sandboxes_its_tasks():
         shutil.rmtree(top)
 
 
+TERMINAL_AS_ORDINARY_USER = """\
+import sys, time
+from pathlib import Path
+from clusters.backends.base import Placement, TaskLaunch
+from clusters.backends.local import LocalBackend
+from clusters.backends.local.pty import PtySession
+from clusters.backends.local.sandbox import SandboxConfig
+
+top = Path(sys.argv[1])
+backend = LocalBackend(top / "tasks", sandbox_config=SandboxConfig(hidden=(str(top / "var"),)))
+launch = TaskLaunch("job-1-a1", "worker", 0, 0, "sleep 30", {}, Placement("127.0.0.1", {}), 1, 0, 0)
+ref = backend.launch(launch)
+spec = backend.shell(ref)  # at once: the terminal waits for the sandbox to be ready
+session = PtySession(spec)
+session.write(
+    b"echo uid=$(id -u) pwd=$(pwd) procs=$(ls /proc | grep -c '^[0-9]');"
+    b" cat %s/var/secret_key || echo hidden-var; grep -E '^Cap(Eff|Prm)' /proc/self/status;"
+    b" echo end-$((6*7))\\n" % str(top).encode()
+)
+seen = b""
+while b"end-42\\r" not in seen and b"end-42\\n" not in seen:
+    chunk = session.read(10)
+    if not chunk:
+        break
+    seen += chunk
+session.close()
+backend.stop([ref])
+while backend.observe([ref])[ref].phase.value not in ("succeeded", "failed"):
+    time.sleep(0.05)  # its wrapper done with its files before the test removes them
+print(seen.decode(errors="replace"))
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="becomes another user (as an ordinary user, every test is this one)"
+)
+def test_the_terminal_of_a_portal_run_by_an_ordinary_user_lands_in_the_sandbox():
+    """Without root, the terminal joins the task's sandbox with ``nsenter --user`` (the
+    portal's user owns the namespace): the task's uid, its pid namespace, var/ hidden, and no
+    capability in the namespace it joined."""
+    top = Path(tempfile.mkdtemp(prefix="ordinary-", dir="/var/tmp"))  # noqa: S108
+    try:
+        (top / "var").mkdir()
+        (top / "var" / "secret_key").write_text("s3cret")
+        for path in (top, top / "var", top / "var" / "secret_key"):
+            os.chown(path, 65534, 65534)
+        script = top / "run.py"
+        script.write_text(TERMINAL_AS_ORDINARY_USER)
+        done = subprocess.run(  # noqa: S603
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+            + [sys.executable, str(script), str(top)],
+            cwd=REPO,
+            env={"PATH": os.environ["PATH"], "HOME": str(top), "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        text = done.stdout.split("end-$((6*7))")[-1]
+        assert "end-42" in text, done.stdout
+        assert f"uid=65534 pwd={top}/tasks/job-1-a1/worker-0/work procs=" in text, text
+        assert int(text.split("procs=")[1].split()[0]) < 10
+        assert "hidden-var" in text
+        assert "s3cret" not in text
+        assert "CapPrm:\t0000000000000000" in text, text
+        assert "CapEff:\t0000000000000000" in text
+    finally:
+        shutil.rmtree(top)
+
+
 def test_a_task_root_below_a_private_directory_works_and_its_neighbours_are_covered():
     """The task's uid may not pass through the portal's private directories: where they lie
     above its work directory they are covered by an empty tmpfs, their files out of view."""
@@ -223,3 +293,19 @@ def test_a_task_runs_in_cgroups_limited_to_its_memory_and_cpu(tmp_path: Path):
         assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "100000"
     finally:
         backend.stop([ref])
+
+
+def test_a_stop_right_after_the_launch_ends_the_task_by_its_sigterm(tmp_path: Path):
+    """Stop as soon as the sandbox's init is there, before it has started the bootstrap (the
+    kernel drops a SIGTERM to a pid namespace's init): the stop is not lost, the task ends with
+    143, not with the SIGKILL at the end of the grace period."""
+    backend = LocalBackend(tmp_path / "tasks", stop_grace_seconds=30)
+    for index in range(5):
+        ref = backend.launch(task("sleep 60", index=index))
+        pid = record_pid(backend, ref)
+        wait_for(lambda c=backend.root / ref, p=pid: sandbox_init(c, p), step=0.001)
+        backend.stop([ref])
+        assert wait_until_ended(backend, ref, timeout=60) == TaskPhase.FAILED
+        observation = backend.observe([ref])[ref]
+        assert observation.exit_code == 143, observation.diagnostics
+        assert observation.diagnostics.endswith("after a stop request")

@@ -27,11 +27,13 @@ from portal.apps import stored_secret_key
 from portal.management.commands.runportal import Command, kill_group
 from tests.jobs.helpers import reconcile_until, settle
 from tests.runtime.jobs import one_role
+from tests.support.images import IMAGE, image_storage
 from tests.support.processes import processes_running
 from tests.support.servers import free_port
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+__all__ = ["image_storage"]  # the busybox image, a fixture
 
 SSH_PLUGIN = """\
 extras:
@@ -50,6 +52,25 @@ REDIS_PING = (
     'redis_ping() { exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1; printf "PING\\r\\n" >&3; '
     'read -r line <&3; exec 3>&-; case "$line" in +PONG*) return 0 ;; esac; return 1; }'
 )
+# The same with busybox's nc, in an image without bash.
+REDIS_PING_NC = 'redis_ping() { printf "PING\\r\\n" | nc -w 2 127.0.0.1 "$1" | grep -q "^+PONG"; }'
+
+
+@pytest.fixture(params=["host", "image"])
+def in_image(request: pytest.FixtureRequest, settings) -> bool:
+    """The escapes are tried on the host's system and, with LOCAL_IMAGES=charliecloud, in the
+    job's image (a busybox one: ch-run inside the bwrap sandbox)."""
+    if request.param == "image":
+        settings.LOCAL_IMAGES = "charliecloud"
+        settings.LOCAL_IMAGE_STORAGE = request.getfixturevalue("image_storage")
+        registry.get_backend.cache_clear()
+        return True
+    return False
+
+
+def in_the_image(text: str, image: bool) -> str:
+    """A job file from ``one_role`` whose dockerImage is the busybox image when ``image``."""
+    return text.replace('uri: "python:3.11"', f'uri: "{IMAGE}"') if image else text
 
 
 @pytest.fixture
@@ -96,7 +117,7 @@ def running_task(backend: LocalBackend, job: Job) -> Task:
 
 
 def test_a_hostile_job_reaches_nothing_of_the_portal_nor_of_another_user(
-    alice, bob, portal_var, private_redis, backend, portal_process, monkeypatch, settings
+    alice, bob, portal_var, private_redis, in_image, backend, portal_process, monkeypatch, settings
 ):
     monkeypatch.setenv("SECRET_KEY", "portal-secret-in-its-environment")
     marker = Path(settings.VAR_DIR) / "readable-by-anyone.txt"
@@ -105,7 +126,9 @@ def test_a_hostile_job_reaches_nothing_of_the_portal_nor_of_another_user(
     base = Path(settings.BASE_DIR)
     assert (base / "manage.py").stat().st_mode & 0o004  # world-readable on the host
 
-    bobs_job = lifecycle.submit(bob, one_role("bobs", ["sleep 120"], SSH_PLUGIN))
+    bobs_job = lifecycle.submit(
+        bob, in_the_image(one_role("bobs", ["sleep 120"], SSH_PLUGIN), in_image)
+    )
     bobs_task = running_task(backend, bobs_job)
     bobs_control = backend.root / bobs_task.backend_ref
     bobs_work = backend.work_dir(bobs_task.backend_ref)
@@ -115,7 +138,7 @@ def test_a_hostile_job_reaches_nothing_of_the_portal_nor_of_another_user(
     written = base / f"escaped-{uuid.uuid4().hex[:6]}"
     attempts = [
         CHECK,
-        REDIS_PING,
+        REDIS_PING_NC if in_image else REDIS_PING,
         f"check secret_key cat {settings.VAR_DIR}/secret_key",
         f"check var_file cat {marker}",
         f"check redis_password cat {settings.VAR_DIR}/redis_password",
@@ -133,8 +156,11 @@ def test_a_hostile_job_reaches_nothing_of_the_portal_nor_of_another_user(
         "if env | grep -qE '^(SECRET_KEY|DATABASE_URL|REDIS_URL)='; "
         "then echo 'ESCAPED environment'; else echo 'blocked environment'; fi",
         "echo processes: $(ls /proc | grep -c '^[0-9]')",
+        "[ -e /etc/os-release ] && echo os-release: host || echo os-release: busybox",
     ]
-    job = settle(backend, lifecycle.submit(alice, one_role("escape", attempts)))
+    job = settle(
+        backend, lifecycle.submit(alice, in_the_image(one_role("escape", attempts), in_image))
+    )
 
     task = Task.objects.get(attempt__job=job)
     log = backend.read_log(task.backend_ref, "stdout").decode()
@@ -158,6 +184,8 @@ def test_a_hostile_job_reaches_nothing_of_the_portal_nor_of_another_user(
         "redis_without_password",
         "environment",
     ], log
+    if in_image:  # the image's busybox, not the host's Debian
+        assert "os-release: busybox" in log, log
     # Its own processes only: bwrap's init, the bootstrap, the user's script and ls.
     assert int(log.split("processes: ")[1].split()[0]) <= 6, log
     assert portal_process.poll() is None

@@ -43,7 +43,7 @@ from clusters.backends.base import (
     check_file_path,
 )
 from clusters.backends.exits import describe_exit
-from clusters.backends.local import sandbox
+from clusters.backends.local import images, sandbox
 from clusters.backends.local.process import (
     DEFAULT_LOG_MAX_BYTES,
     TaskRecord,
@@ -65,9 +65,14 @@ DISAPPEARED = (
 WORK = "work"  # the task's own directory (PAI_WORK_DIR) in its control directory
 OOM_KILLS = "oom_kills"  # how many processes the memory cgroup's OOM killer killed
 MEMORY_MB = "memory_mb"  # the task's memoryMB, for the out-of-memory diagnostics
+IMAGE = "image"  # the image the task runs in (LOCAL_IMAGES=charliecloud)
 UNSANDBOXED = (
     "echo \"[portal] this task runs unsandboxed, as the portal's own user with the machine in"
     ' view (bwrap is missing, or LOCAL_SANDBOX is off)" >&2\n'
+)
+IMAGE_WITHOUT_STORAGES = (
+    'echo "[portal] this task mounts storages, which are not in view inside an image on the'
+    ' local backend: it runs on the system of the machine, not in its dockerImage" >&2\n'
 )
 SANDBOX_READY_SECONDS = 5.0  # how long a terminal waits for a task's sandbox to be set up
 log = logging.getLogger(__name__)
@@ -120,6 +125,8 @@ class LocalBackend:
             sandboxed = self._sandboxed(task)
             # Never silently unsandboxed: the task's log says so first.
             script = task.script if sandboxed else UNSANDBOXED + task.script
+            if sandboxed and self._wants_image(task) and task.storages:
+                script = IMAGE_WITHOUT_STORAGES + script
             old = TaskRecord.load(control / "task.json")
             if old is not None and _read(control / "bootstrap.sh") == script:
                 return ref  # already launched (the caller retried): the same task
@@ -142,10 +149,13 @@ class LocalBackend:
             write_private(control / "bootstrap.sh", script)  # secrets are rendered in
             write_private(control / MEMORY_MB, str(task.memory_mb))
             write_files(work, task.files)
+            image = self._image(task, control) if sandboxed else None
             env = self._environment(task, work, gpus, identity)
+            if image is not None:  # the task sees its directory where the image has room
+                env["PAI_WORK_DIR"] = env["HOME"] = images.WORK_IN_IMAGE
             command = None
             if sandboxed:
-                command = self._sandbox_command(task, ref, control, gpus, identity)
+                command = self._sandbox_command(task, ref, control, gpus, identity, image)
             if identity:
                 _chown_tree(work, identity.uid, identity.gid)
             ended = ended_marker(self.root, ref)
@@ -182,6 +192,27 @@ class LocalBackend:
             "not installed on this machine; an admin installs it (`make install`)"
         )
 
+    def _wants_image(self, task: TaskLaunch) -> bool:
+        return self.sandbox.images == "charliecloud" and bool(task.image)
+
+    def _image(self, task: TaskLaunch, control: Path) -> str | None:
+        """The image the task runs in (LOCAL_IMAGES=charliecloud and a dockerImage), else None;
+        its registry credentials in a file of the portal's for the pull (images.PULL)."""
+        if not self._wants_image(task) or task.storages:  # no storage in view in an image
+            return None
+        if not shutil.which("ch-image") or not shutil.which("ch-run"):
+            raise LocalBackendError(
+                "tasks run in their dockerImage (LOCAL_IMAGES=charliecloud) and Charliecloud "
+                "(ch-image, ch-run) is not installed on this machine; an admin installs it "
+                "(`make charliecloud`)"
+            )
+        write_private(control / IMAGE, task.image)
+        if task.pull_secret:
+            write_private(
+                control / images.REGISTRY_AUTH, images.registry_auth_file(task.pull_secret)
+            )
+        return task.image
+
     def _sandbox_command(
         self,
         task: TaskLaunch,
@@ -189,6 +220,7 @@ class LocalBackend:
         control: Path,
         gpus: list[int] | None,
         identity: sandbox.TaskIdentity | None,
+        image: str | None = None,
     ) -> list[str]:
         passwd_file = "/etc/passwd"  # noqa: S105 - the system's, as it is
         if identity is not None:
@@ -197,11 +229,12 @@ class LocalBackend:
         procs = sandbox.create_cgroups(self.sandbox.cgroup_root, ref, task.memory_mb, task.cpu)
         limits = [] if procs else sandbox.memory_rlimit(task.memory_mb)
         bootstrap = control / "bootstrap.sh"
+        storage = self.sandbox.image_storage
+        image_dir = str(images.image_dir(storage, image)) if image else None
         gates = {}
         if identity is not None:
-            gates = sandbox.make_gates(
-                ref, sandbox.bind_sources(self.sandbox, control / WORK, task.storages)
-            )
+            sources = sandbox.bind_sources(self.sandbox, control / WORK, task.storages)
+            gates = sandbox.make_gates(ref, [*sources, *([image_dir] if image_dir else [])])
         args = sandbox.bwrap_args(
             self.sandbox,
             self.task_path,
@@ -213,11 +246,16 @@ class LocalBackend:
             passwd=identity is not None,
             gates=gates,
             task_root=self.root,  # the other tasks' directories
+            image=(image_dir, images.IMAGE_MOUNT) if image_dir else None,
+            command=images.enter_command(bootstrap, control / WORK) if image else None,
         )
         privileges = sandbox.drop_privileges(identity)
-        return sandbox.task_command(
+        command = sandbox.task_command(
             bootstrap, passwd_file, procs, [*limits, *privileges], args, gates
         )
+        if image is None:
+            return command
+        return images.pull_command(storage, image, command)
 
     def _environment(
         self,
@@ -292,6 +330,9 @@ class LocalBackend:
         if code == 0:
             return self._seen(ref, record, TaskPhase.SUCCEEDED, "", 0, finished_at)
         diagnostics = describe_exit(code)
+        pulled = _read(workdir / IMAGE)
+        if pulled and (failure := images.pull_failure(workdir, pulled)):
+            diagnostics = failure
         if record.sandboxed and (kills := self._oom_kills(ref, workdir)):
             diagnostics = (
                 f"OOMKilled: the task went over its memoryMB ({self._memory_mb(workdir)} MB) "
@@ -332,6 +373,8 @@ class LocalBackend:
             if record.stop_requested_at is None:  # the first request starts the grace period
                 record.stop_requested_at = datetime.now(UTC).isoformat()
                 record.save(workdir / "task.json")
+            if record.sandboxed:  # first: a sandbox whose bootstrap has not started sees it
+                sandbox.request_stop(workdir / WORK)
             _signal_task(workdir, record, signal.SIGTERM)
 
     def read_log(self, ref: str, stream: str, tail_bytes: int | None = None) -> bytes:
@@ -380,7 +423,9 @@ class LocalBackend:
         shell_pid = record.pid
         if record.sandboxed:  # the shell joins the task's sandbox, as the task's uid
             deadline = time.monotonic() + SANDBOX_READY_SECONDS  # a task that just started
-            while not (shell_pid := sandbox.sandbox_init(workdir, record.pid) or 0):
+            while not (shell_pid := sandbox.sandbox_init(workdir, record.pid) or 0) or not (
+                sandbox.namespaces_ready(shell_pid)
+            ):
                 if time.monotonic() > deadline or not record.alive():
                     return None
                 time.sleep(0.05)
@@ -393,7 +438,15 @@ class LocalBackend:
         )
         env["TERM"] = "xterm-256color"
         if record.sandboxed:
-            argv = sandbox.shell_command(shell_pid, record.uid, workdir / WORK)
+            image = None
+            if _read(workdir / IMAGE):  # the shell lands in the task's image, as the task did
+                deadline = time.monotonic() + SANDBOX_READY_SECONDS
+                while not (inner := sandbox.image_process(shell_pid)):
+                    if time.monotonic() > deadline or not record.alive():
+                        return None
+                    time.sleep(0.05)
+                image = (inner, images.WORK_IN_IMAGE)
+            argv = sandbox.shell_command(shell_pid, record.uid, workdir / WORK, image)
             return ShellSpec(argv=argv, env=env, cwd=str(workdir / WORK))
         shell = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
         return ShellSpec(argv=["setsid", "-c", shell, "-i"], env=env, cwd=str(workdir / WORK))

@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +65,11 @@ fi
 exec "$@" 6>sandbox.json 8<"$boot" 9<"$users"
 """
 GATES = Path("/run/portal-tasks")
+# Stop writes this file into the task's working directory before it signals the sandbox: a
+# signal to the sandbox's init before it has forked the bootstrap is lost (the kernel drops
+# what a pid namespace's init has no handler for), so the bootstrap's first step looks for it.
+STOP_FLAG = ".portal-stop"
+STOP_CHECK = 'if [ -e "$0/.portal-stop" ]; then exit 143; fi; exec "$@"'
 BOOTSTRAP_FD, PASSWD_FD, INFO_FD = "8", "9", "6"
 
 
@@ -83,6 +89,9 @@ class SandboxConfig:
     # Directories every task sees read-write at the same path (LOCAL_SANDBOX_SHARED).
     shared: tuple[str, ...] = field(default=())
     dev_dir: Path = Path("/dev")  # where the GPUs' device nodes are
+    # "charliecloud": a task with a dockerImage runs in it (images.py); "": the image is unused.
+    images: str = ""
+    image_storage: Path = Path("/var/tmp/portal-images")  # noqa: S108 - ch-image's storage
 
 
 @dataclass(frozen=True)
@@ -149,10 +158,13 @@ def bwrap_args(
     passwd: bool,
     gates: dict[str, str] | None = None,
     task_root: Path | None = None,
+    image: tuple[str, str] | None = None,
+    command: list[str] | None = None,
 ) -> list[str]:
-    """bwrap's arguments for one task: its pid 1 (bwrap's init) runs the bootstrap.
-    ``gates`` maps a directory to bind to where bwrap finds it (``make_gates``): the task runs
-    as another uid than the portal's, which may not pass through the directories above."""
+    """bwrap's arguments for one task: its pid 1 (bwrap's init) runs the bootstrap (or
+    ``command``). ``gates`` maps a directory to bind to where bwrap finds it (``make_gates``):
+    the task runs as another uid than the portal's, which may not pass through the directories
+    above. ``image``: a directory bound read-only (its source, its place in the sandbox)."""
     gates = gates or {}
     # A /tmp and /dev/shm of the task's own, empty, gone with it.
     args = [config.bwrap, "--ro-bind", "/", "/", "--tmpfs", "/tmp"]  # noqa: S108
@@ -174,6 +186,8 @@ def bwrap_args(
         args += ["--ro-bind" if store.read_only else "--bind", source, store.path]
     args += ["--bind", gates.get(str(work), str(work)), str(work)]
     args += ["--ro-bind-data", BOOTSTRAP_FD, str(bootstrap)]
+    if image is not None:
+        args += ["--ro-bind", gates.get(image[0], image[0]), image[1]]
     for path in hidden:  # after the binds under them: they made their mount points
         args += ["--remount-ro", path]
     if passwd:
@@ -192,8 +206,11 @@ def bwrap_args(
         "--die-with-parent",
         "--info-fd",
         INFO_FD,
-        "/bin/sh",
-        str(bootstrap),
+        "/bin/sh",  # exits as if the bootstrap got the SIGTERM of a stop requested already
+        "-c",
+        STOP_CHECK,
+        str(work),
+        *(command or ["/bin/sh", str(bootstrap)]),
     ]
     return args
 
@@ -237,6 +254,14 @@ def memory_rlimit(memory_mb: int) -> list[str]:
 
 def bind_sources(config: SandboxConfig, work: Path, storages: list[StorageMount]) -> list[str]:
     return [str(work), *config.shared, *(store.path for store in storages)]
+
+
+def request_stop(work: Path) -> None:
+    """Leave ``STOP_FLAG`` in the task's working directory (which the task owns: never
+    following a link it put there, never writing into an existing file)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    with contextlib.suppress(OSError):
+        os.close(os.open(work / STOP_FLAG, flags, 0o600))
 
 
 def make_gates(ref: str, sources: list[str]) -> dict[str, str]:
@@ -300,6 +325,15 @@ def sandbox_init(control: Path, bwrap_pid: int | None) -> int | None:
     return pid if stat is not None and stat[0] not in ("Z", "X", "x") else None
 
 
+def namespaces_ready(pid: int) -> bool:
+    """Whether the sandbox of init ``pid`` has its uid and gid maps: bwrap names its init
+    (``--info-fd``) before they are written, and ``nsenter --setgid`` fails until then."""
+    try:
+        return all(Path(f"/proc/{pid}/{m}").read_text().strip() for m in ("uid_map", "gid_map"))
+    except OSError:
+        return False
+
+
 def parent_of(pid: int) -> int | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -310,22 +344,28 @@ def parent_of(pid: int) -> int | None:
     return None
 
 
-def shell_command(init_pid: int, uid: int | None, work: Path) -> list[str]:
+def shell_command(
+    init_pid: int, uid: int | None, work: Path, image: tuple[int, str] | None = None
+) -> list[str]:
     """An interactive shell in the running sandbox of ``init_pid`` (its mounts, its pid
-    namespace, as the task's uid, without capabilities), the pty as controlling terminal."""
+    namespace, as the task's uid, without capabilities), the pty as controlling terminal.
+    ``image``: the task runs in an image (``images.py``): the pid, in the sandbox, of its
+    process in the image and the working directory there; the shell then joins the image's
+    namespaces too, with the sandbox's own nsenter (after setpriv: no capability on the way)."""
     gid = os.getegid() if uid is None else uid
     uid = os.geteuid() if uid is None else uid
-    shell = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
+    into_image: list[str] = []
+    if image is not None:
+        into_image = ["nsenter", f"--target={image[0]}", "--user", "--mount", "--root", "--wd"]
+        into_image += ["--preserve-credentials", "--"]
+        work = Path(image[1])
+    enter = ["nsenter", f"--target={init_pid}", "--user", "--mount", "--pid", "--root", "--wd"]
+    enter += [f"--setuid={uid}", f"--setgid={gid}"]
+    if os.geteuid() != 0:  # the owner of the namespaces, without capabilities outside them
+        enter = [sys.executable, "-I", "-S", "-c", NSENTER_VIA_PARENT, str(init_pid)]
+        enter += ["--preserve-credentials"]
     return [
-        "nsenter",
-        f"--target={init_pid}",
-        "--user",
-        "--mount",
-        "--pid",
-        "--root",
-        "--wd",
-        f"--setuid={uid}",
-        f"--setgid={gid}",
+        *enter,
         "--",
         "setpriv",
         "--inh-caps=-all",
@@ -334,13 +374,54 @@ def shell_command(init_pid: int, uid: int | None, work: Path) -> list[str]:
         "--",
         "setsid",
         "-c",
+        *into_image,
         "/bin/sh",
         "-c",
-        'cd "$0" 2>/dev/null; exec "$@"',
+        # bash where the system (or the image) has it, else its sh
+        'cd "$0" 2>/dev/null; command -v bash >/dev/null && exec bash -i; exec sh -i',
         str(work),
-        shell,
-        "-i",
     ]
+
+
+# The terminal of a portal that is not root. bwrap (unprivileged, with --dev) mounts the
+# sandbox's /dev/pts as root of a first user namespace, then moves its init into a second one that
+# maps the task's uid: the pid and mount namespaces belong to the first, which no process is in.
+# ``nsenter --target --user`` joins the second and may then not join them. This joins the first
+# (NS_GET_PARENT of the second; the portal's uid is its root, so it keeps its capabilities there
+# through exec), the sandbox's pid and mounts, then (the sandbox's own nsenter, as that root) the
+# second, where the portal's uid is the task's; setpriv follows as on the root path. Credentials
+# stay as they are (setgroups is denied in both).
+NSENTER_VIA_PARENT = """import fcntl, os, sys
+init = sys.argv[1]
+user = os.open(f"/proc/{init}/ns/user", os.O_RDONLY)
+parent = fcntl.ioctl(user, 0xB702)  # NS_GET_PARENT
+os.set_inheritable(parent, True)
+os.close(user)
+argv = ["nsenter", f"--target={init}", f"--user=/proc/self/fd/{parent}", "--pid", "--mount"]
+argv += ["--root", "--wd", "--preserve-credentials", "--", "nsenter", "--target=1", "--user"]
+os.execvp("nsenter", argv + sys.argv[2:])
+"""
+
+
+def image_process(init_pid: int) -> int | None:
+    """The pid, in the sandbox's pid namespace, of the task's process in its image: the child
+    of the sandbox's init that ch-run moved into namespaces of its own (None until then)."""
+    try:
+        own = os.readlink(f"/proc/{init_pid}/ns/user")
+        children = Path(f"/proc/{init_pid}/task/{init_pid}/children").read_text().split()
+    except OSError:
+        return None
+    for child in children:
+        try:
+            if os.readlink(f"/proc/{child}/ns/user") == own:
+                continue
+            status = Path(f"/proc/{child}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    return None
 
 
 # -- cgroups (v1, as root) -------------------------------------------------------------------
