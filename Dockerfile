@@ -1,7 +1,11 @@
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+# LOCAL_IMAGES=charliecloud (docker compose build --build-arg LOCAL_IMAGES=charliecloud): local
+# tasks run in their dockerImage. Off by default: charliecloud-builders pulls in docker.io and
+# buildah, several hundred MB the image does not need otherwise.
+ARG LOCAL_IMAGES=
 RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm bubblewrap \
-    charliecloud-runtime charliecloud-builders busybox-static \
+    $([ "$LOCAL_IMAGES" = charliecloud ] && echo charliecloud-runtime charliecloud-builders) \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./
