@@ -15,7 +15,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from jobs.access import summary_reason
-from jobs.exitspec import openpai_exit
+from jobs.exitspec import openpai_exit, retry_kind
 from jobs.models import Job, JobAttempt, Task
 from jobs.states import FINAL_JOB_STATES
 
@@ -152,6 +152,12 @@ def exit_trigger(job: Job, tasks: list[Task]) -> Task | None:
     """The task that decided a failed or stopped job (the first to end)."""
     if job.state not in ("FAILED", "STOPPED"):
         return None
+    return first_ended(tasks)
+
+
+def first_ended(tasks: list[Task]) -> Task | None:
+    """The first task to fail among ``tasks`` (else the first stopped one) that the exit spec
+    explained: the one that ended their attempt."""
     ended = [t for t in tasks if t.exit_spec and t.state in ("FAILED", "STOPPED")]
     failed = [t for t in ended if t.state == "FAILED"] or ended
     if not failed:
@@ -186,9 +192,28 @@ def app_exit_messages(
 
 
 def retry_details(job: Job) -> dict[str, int]:
-    """OpenPAI's split of ``retries``: a job retry here is the job's own retry policy
-    (``jobRetryCount``), counted as the user's, as OpenPAI counts accountable retries."""
-    return {"user": job.retries, "platform": 0, "resource": 0}
+    """OpenPAI's split of ``retries`` by cause: each retried attempt (attempts 0 to
+    ``retries - 1``; the last one is running or final) counts under the kind of OpenPAI's exit
+    type of the task that ended it (``exitspec.retry_kind``); one ended without an explained
+    task counts as the user's, as OpenPAI counts a failure it cannot tell."""
+    counts = {"user": 0, "platform": 0, "resource": 0}
+    if not job.retries:
+        return counts
+    by_attempt: dict[int, list[Task]] = {}
+    ended = Task.objects.filter(attempt__job=job, attempt__number__lt=job.retries).exclude(
+        exit_spec={}
+    )
+    for task in ended.select_related("attempt"):
+        by_attempt.setdefault(task.attempt.number, []).append(task)
+    for number in range(job.retries):
+        trigger = first_ended(by_attempt.get(number, []))
+        spec = trigger.exit_spec if trigger else {}
+        kind = "user"
+        if spec:
+            found = openpai_exit(spec.get("id"), spec.get("exit_code"), spec.get("lines", []))
+            kind = retry_kind(found.type)
+        counts[kind] += 1
+    return counts
 
 
 def job_detail(
