@@ -162,6 +162,8 @@ API_ANONYMOUS_JOB_STATUS = env_bool("API_ANONYMOUS_JOB_STATUS", False)
 SCHEDULER_LATE_SECONDS = env_float(
     "SCHEDULER_LATE_SECONDS", max(30.0, 3 * RECONCILE_INTERVAL_SECONDS), minimum=1.0
 )
+# How often an open page asks again whether the scheduler runs (portal.scheduler_status).
+SCHEDULER_CHECK_SECONDS = env_float("SCHEDULER_CHECK_SECONDS", 10.0, minimum=0.5)
 
 # Every open WebSocket waits for its messages in a blocking BZPOPMIN of up to 5 s
 # (channels_redis's brpop_timeout). Under redis-py 8's 5 s default read timeout that wait ends
