@@ -11,13 +11,14 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from django.db.models import F, JSONField, OuterRef, Subquery
 from django.http import HttpRequest
 from django.urls import reverse
 
 from jobs.access import summary_reason
 from jobs.exitspec import openpai_exit, retry_kind
 from jobs.models import Job, JobAttempt, Task
-from jobs.states import FINAL_JOB_STATES
+from jobs.states import FINAL_JOB_STATES, TaskState
 
 # The names of HiveD's job priority classes (clusters.quota.PRIORITY_CLASSES), by priority.
 PRIORITY_NAMES = {1000: "crit", 100: "prod", 10: "test", 0: "default", -1: "oppo"}
@@ -152,12 +153,6 @@ def exit_trigger(job: Job, tasks: list[Task]) -> Task | None:
     """The task that decided a failed or stopped job (the first to end)."""
     if job.state not in ("FAILED", "STOPPED"):
         return None
-    return first_ended(tasks)
-
-
-def first_ended(tasks: list[Task]) -> Task | None:
-    """The first task to fail among ``tasks`` (else the first stopped one) that the exit spec
-    explained: the one that ended their attempt."""
     ended = [t for t in tasks if t.exit_spec and t.state in ("FAILED", "STOPPED")]
     failed = [t for t in ended if t.state == "FAILED"] or ended
     if not failed:
@@ -191,28 +186,44 @@ def app_exit_messages(
     return {"container": None, "runtime": runtime, "launcher": reason or None}
 
 
+NO_RETRIES = {"user": 0, "platform": 0, "resource": 0}
+
+
 def retry_details(job: Job) -> dict[str, int]:
-    """OpenPAI's split of ``retries`` by cause: each retried attempt (attempts 0 to
-    ``retries - 1``; the last one is running or final) counts under the kind of OpenPAI's exit
-    type of the task that ended it (``exitspec.retry_kind``); one ended without an explained
-    task counts as the user's, as OpenPAI counts a failure it cannot tell."""
-    counts = {"user": 0, "platform": 0, "resource": 0}
-    if not job.retries:
+    return retry_details_by_job({job.pk: job.retries})[job.pk]
+
+
+def retry_details_by_job(retries: dict[int, int]) -> dict[int, dict[str, int]]:
+    """OpenPAI's split of ``retries`` by cause, for jobs given as id -> retries, in one query
+    (none when no job retried). Each retried attempt (attempts 0 to ``retries - 1``; the last
+    one is running or final) counts under the kind of OpenPAI's exit type of its first failed
+    task (``exitspec.retry_kind``); one without an explained failed task counts as the
+    user's, as OpenPAI counts a failure it cannot tell."""
+    counts = {job_id: dict(NO_RETRIES) for job_id in retries}
+    retried = [job_id for job_id, number in retries.items() if number]
+    if not retried:
         return counts
-    by_attempt: dict[int, list[Task]] = {}
-    ended = Task.objects.filter(attempt__job=job, attempt__number__lt=job.retries).exclude(
-        exit_spec={}
+    # The first failed task of each attempt, found in SQL: a retried attempt of a large job
+    # may hold thousands of failed tasks.
+    first_failed = (
+        Task.objects.filter(attempt=OuterRef("pk"), state=TaskState.FAILED)
+        .exclude(exit_spec={})
+        .order_by(F("completed_at").asc(nulls_last=True), "role", "index")
+        .values("exit_spec")[:1]
     )
-    for task in ended.select_related("attempt"):
-        by_attempt.setdefault(task.attempt.number, []).append(task)
-    for number in range(job.retries):
-        trigger = first_ended(by_attempt.get(number, []))
-        spec = trigger.exit_spec if trigger else {}
+    attempts = (
+        JobAttempt.objects.filter(job_id__in=retried, number__lt=F("job__retries"))
+        .annotate(trigger=Subquery(first_failed, output_field=JSONField()))
+        .values_list("job_id", "trigger")
+    )
+    for job_id, spec in attempts:
         kind = "user"
         if spec:
             found = openpai_exit(spec.get("id"), spec.get("exit_code"), spec.get("lines", []))
             kind = retry_kind(found.type)
-        counts[kind] += 1
+        counts[job_id][kind] += 1
+    for job_id in retried:  # an attempt row gone (never made) counts as the user's too
+        counts[job_id]["user"] += max(0, retries[job_id] - sum(counts[job_id].values()))
     return counts
 
 

@@ -96,3 +96,14 @@ def test_retryDetails_does_not_count_the_current_attempts_failure(alice):
 )
 def test_retry_kind_follows_openpais_exit_type(openpai_type, kind):
     assert exitspec.retry_kind(openpai_type) == kind
+
+
+def test_the_job_list_carries_each_jobs_retryDetails(alice):
+    job = job_with_tasks(alice)
+    job_with_tasks(alice, "other")
+    retried(job, (1, PORT_CONFLICT_LOG), (1, IMPORT_ERROR_LOG))
+    listed = {j["name"]: j["retryDetails"] for j in client_for(alice).get("/api/v2/jobs").json()}
+    assert listed == {
+        "hello": {"user": 1, "platform": 1, "resource": 0},
+        "other": {"user": 0, "platform": 0, "resource": 0},
+    }
