@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import F
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 
@@ -21,7 +22,6 @@ DEFAULT_LIMIT = 100
 
 
 SUMMARY_FIELDS = (
-    "id",
     "name",
     "owner__username",
     "state",
@@ -95,13 +95,16 @@ def list_jobs(request: Request, owner: str | None = None) -> Any:
     offset = page["offset"] or 0
     limit = DEFAULT_LIMIT if page["limit"] is None else page["limit"]
     jobs = job_filter(request, owner).ordered()
-    rows = list(jobs.values(*SUMMARY_FIELDS)[offset : offset + limit]) if limit else []
+    # The id under another name: selected as ``id``, Django would sort by its column number
+    # (``ORDER BY 1``) rather than by ``jobs_job.id``, which the list's plan is checked by.
+    fields = jobs.values(*SUMMARY_FIELDS, job_id=F("id"))
+    rows = list(fields[offset : offset + limit]) if limit else []
     viewer = request.user.get_username()
     admin = is_admin(request.user)
     # One more query when a job of the page was retried, none else.
-    retried = retry_details_by_job({row["id"]: row["retries"] for row in rows})
+    retried = retry_details_by_job({row["job_id"]: row["retries"] for row in rows})
     data = [
-        job_summary(row, admin or row["owner__username"] == viewer, retried[row["id"]])
+        job_summary(row, admin or row["owner__username"] == viewer, retried[row["job_id"]])
         for row in rows
     ]
     if page["withTotalCount"] in ("true", "True", "1"):
