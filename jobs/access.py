@@ -6,6 +6,9 @@
   every user's jobs; everything else of it is a 404 to them.
 * ``settings.JOBS_PRIVATE`` (Slurm's ``PrivateData=jobs``) hides other users' jobs entirely:
   lists, counts and details show a user only their own.
+* ``settings.API_ANONYMOUS_JOB_STATUS`` (off by default) lets a caller without a token list
+  and read the status summary of the jobs of the virtual clusters open to all, as openpaisdk
+  does (jobs.api.permissions lets such a caller in, to those reads only).
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ def listable_jobs(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
         return Job.objects.all()
     if settings.JOBS_PRIVATE:
         return Job.objects.filter(owner_id=user.pk)
+    if not user.is_authenticated:
+        if not settings.API_ANONYMOUS_JOB_STATUS:
+            return Job.objects.none()
+        return Job.objects.filter(virtual_cluster__open_to_all=True)
     # The ids first (a few rows): with a subquery PostgreSQL cannot tell how many jobs match,
     # and sorts them all instead of walking an index and stopping after a page.
     usable = list(VirtualCluster.objects.usable_by(user).values_list("id", flat=True))

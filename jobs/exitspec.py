@@ -209,3 +209,15 @@ def openpai_exit(
     fallback = UNDEFINED_POSITIVE if code > 0 else UNDEFINED_NEGATIVE
     phrase, kind, stage, behavior, reaction = codes.get(code) or codes[fallback]
     return OpenPAIExit(code, phrase, kind, stage, behavior, reaction)
+
+
+def retry_kind(openpai_type: str) -> str:
+    """Which of OpenPAI's ``retryDetails`` counters a retry caused by a failure of this
+    OpenPAI exit type goes to: the platform's (``PLATFORM_FAILURE``: not the user's fault,
+    not accountable in OpenPAI's framework controller), the resources' (``RESOURCE_*``), else
+    the user's (``USER_FAILURE``, and ``UNKNOWN_FAILURE``, which OpenPAI counts as accountable)."""
+    if openpai_type == "PLATFORM_FAILURE":
+        return "platform"
+    if openpai_type.startswith("RESOURCE_"):
+        return "resource"
+    return "user"

@@ -155,9 +155,16 @@ ALERT_NODE_SILENT_SECONDS = env_float("ALERT_NODE_SILENT_SECONDS", 600.0, minimu
 # details; others' are 404); when off, any signed-in user sees the status summary of the jobs
 # they may list (config, logs, addresses and SSH stay the owner's and admins').
 JOBS_PRIVATE = env_bool("JOBS_PRIVATE", False)
+# OpenPAI's Python SDK (openpaisdk) reads the job list and a job's status without a token.
+# When on, an anonymous GET of the job list or of a job answers the status summary any
+# signed-in user sees of another user's job (jobs of the virtual clusters open to all; none
+# with JOBS_PRIVATE); config, logs, SSH, addresses and every change still need a token.
+API_ANONYMOUS_JOB_STATUS = env_bool("API_ANONYMOUS_JOB_STATUS", False)
 SCHEDULER_LATE_SECONDS = env_float(
     "SCHEDULER_LATE_SECONDS", max(30.0, 3 * RECONCILE_INTERVAL_SECONDS), minimum=1.0
 )
+# How often an open page asks again whether the scheduler runs (portal.scheduler_status).
+SCHEDULER_CHECK_SECONDS = env_float("SCHEDULER_CHECK_SECONDS", 10.0, minimum=0.5)
 
 # Every open WebSocket waits for its messages in a blocking BZPOPMIN of up to 5 s
 # (channels_redis's brpop_timeout). Under redis-py 8's 5 s default read timeout that wait ends

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from jobs import lifecycle
 from jobs.access import is_admin, job_for, job_view_for, listable_jobs, summary_reason
+from jobs.api.negotiation import ViewChoosesType
 from jobs.api.schemas import (
     ERRORS,
     ErrorSerializer,
@@ -32,6 +33,8 @@ from jobs.protocol import dump_yaml, mask_secrets
 
 class JobConfigView(APIView):
     """The job as v2 YAML (v1 jobs converted), secrets masked."""
+
+    content_negotiation_class = ViewChoosesType  # YAML is what it answers: no 406 for asking
 
     @extend_schema(responses={(200, "text/yaml"): OpenApiTypes.STR, **ERRORS})
     def get(self, request: Request, username: str, name: str) -> HttpResponse:

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import F
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 
 from jobs.access import is_admin, listable_jobs, summary_reason
-from jobs.api.serializers import epoch_ms, job_priority, sub_state
+from jobs.api.serializers import (
+    NO_RETRIES,
+    epoch_ms,
+    job_priority,
+    retry_details_by_job,
+    sub_state,
+)
 from jobs.filters import JobFilter, PageForm, filter_errors
 
 DEFAULT_LIMIT = 100
@@ -32,10 +39,12 @@ SUMMARY_FIELDS = (
 )
 
 
-def job_summary(row: dict[str, Any], full: bool = True) -> dict[str, Any]:
+def job_summary(
+    row: dict[str, Any], full: bool = True, retry_details: dict[str, int] | None = None
+) -> dict[str, Any]:
     """OpenPAI's summary of a job from its ``SUMMARY_FIELDS`` (rows, not model instances: a
     page of a hundred jobs with their owners and virtual clusters built as objects took five
-    times as long as its query)."""
+    times as long as its query) and its ``retry_details`` (``retry_details_by_job``)."""
     state = row["state"]
     return {
         "protocolVersion": "2",
@@ -45,6 +54,7 @@ def job_summary(row: dict[str, Any], full: bool = True) -> dict[str, Any]:
         "subState": sub_state(state),
         "executionType": "STOP" if state in ("STOPPING", "STOPPED") else "START",
         "retries": row["retries"],
+        "retryDetails": retry_details or dict(NO_RETRIES),
         "submissionTime": epoch_ms(row["created_at"]),
         "createdTime": epoch_ms(row["created_at"]),
         "launchedTime": epoch_ms(row["started_at"]),
@@ -85,10 +95,18 @@ def list_jobs(request: Request, owner: str | None = None) -> Any:
     offset = page["offset"] or 0
     limit = DEFAULT_LIMIT if page["limit"] is None else page["limit"]
     jobs = job_filter(request, owner).ordered()
-    rows = jobs.values(*SUMMARY_FIELDS)[offset : offset + limit] if limit else []
+    # The id under another name: selected as ``id``, Django would sort by its column number
+    # (``ORDER BY 1``) rather than by ``jobs_job.id``, which the list's plan is checked by.
+    fields = jobs.values(*SUMMARY_FIELDS, job_id=F("id"))
+    rows = list(fields[offset : offset + limit]) if limit else []
     viewer = request.user.get_username()
     admin = is_admin(request.user)
-    data = [job_summary(row, admin or row["owner__username"] == viewer) for row in rows]
+    # One more query when a job of the page was retried, none else.
+    retried = retry_details_by_job({row["job_id"]: row["retries"] for row in rows})
+    data = [
+        job_summary(row, admin or row["owner__username"] == viewer, retried[row["job_id"]])
+        for row in rows
+    ]
     if page["withTotalCount"] in ("true", "True", "1"):
         return {"totalCount": jobs.count(), "data": data}
     return data

@@ -41,6 +41,12 @@ class SubmittedSerializer(serializers.Serializer[dict[str, object]]):
     state = serializers.CharField()
 
 
+class RetryDetailsSerializer(serializers.Serializer[dict[str, object]]):
+    user = serializers.IntegerField()
+    platform = serializers.IntegerField()
+    resource = serializers.IntegerField()
+
+
 class JobSummarySerializer(serializers.Serializer[dict[str, object]]):
     protocolVersion = serializers.CharField()
     name = serializers.CharField()
@@ -49,6 +55,7 @@ class JobSummarySerializer(serializers.Serializer[dict[str, object]]):
     subState = serializers.CharField()
     executionType = serializers.ChoiceField(choices=["START", "STOP"])
     retries = serializers.IntegerField()
+    retryDetails = RetryDetailsSerializer()
     submissionTime = serializers.IntegerField()
     createdTime = nullable_int()
     launchedTime = nullable_int()
@@ -116,12 +123,6 @@ class RoleNameSerializer(serializers.Serializer[dict[str, object]]):
 class TaskRoleSerializer(serializers.Serializer[dict[str, object]]):
     taskRoleStatus = RoleNameSerializer()
     taskStatuses = TaskStatusSerializer(many=True)
-
-
-class RetryDetailsSerializer(serializers.Serializer[dict[str, object]]):
-    user = serializers.IntegerField()
-    platform = serializers.IntegerField()
-    resource = serializers.IntegerField()
 
 
 class AppExitSpecSerializer(ExitSpecSerializer):

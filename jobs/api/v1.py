@@ -7,16 +7,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpResponse, JsonResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from clusters.api import VirtualClustersView, VirtualClusterView
+from jobs.access import job_for
 from jobs.api.actions import ExecutionTypeView
+from jobs.api.negotiation import ViewChoosesType
 from jobs.api.schemas import ERRORS, VirtualClusterSerializer
 from jobs.api.task_views import JobSshView
 from jobs.api.views import JobDetailView, JobsView
+from jobs.protocol import dump_yaml, mask_secrets
 from portal.accounts.api import LoginView
 from portal.accounts.users_api import UserView
 
@@ -38,6 +44,33 @@ class V1JobDetailView(JobDetailView):
 
 class V1JobSshView(JobSshView):
     """``GET /api/v1/user/<user>/jobs/<job>/ssh``: v1's ``containers`` and ``keyPair``."""
+
+
+# What OpenPAI's v1 ``getConfig`` offers, in its order of preference (``req.accepts``).
+CONFIG_TYPES = ["application/json", "text/yaml", "application/yaml", "application/x-yaml"]
+
+
+class V1JobConfigView(APIView):
+    """``GET /api/v1/user/<user>/jobs/<job>/config``: the job's config, secrets masked, as
+    OpenPAI's v1 answered it: JSON (openpaisdk reads it with ``.json()``), YAML to a client
+    whose ``Accept`` prefers it; the owner and admins only, as ``/api/v2/.../config``."""
+
+    content_negotiation_class = ViewChoosesType
+
+    @extend_schema(
+        operation_id="v1_job_config",
+        responses={
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            (200, "text/yaml"): OpenApiTypes.STR,
+            **ERRORS,
+        },
+    )
+    def get(self, request: Request, username: str, name: str) -> HttpResponse:
+        config = mask_secrets(job_for(request.user, username, name).protocol)
+        preferred = request._request.get_preferred_type(CONFIG_TYPES) or CONFIG_TYPES[0]
+        if preferred != CONFIG_TYPES[0]:
+            return HttpResponse(dump_yaml(config), content_type="text/yaml")
+        return JsonResponse(config)
 
 
 class V1ExecutionTypeView(ExecutionTypeView):

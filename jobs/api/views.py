@@ -14,6 +14,7 @@ from jobs.access import job_view_for
 from jobs.api.actions import pending_attempt
 from jobs.api.listing import list_jobs
 from jobs.api.parsers import JobTextParser
+from jobs.api.permissions import SignedInOrAnonymousStatus
 from jobs.api.schemas import (
     ERRORS,
     ErrorSerializer,
@@ -46,6 +47,7 @@ LIST_PARAMETERS = {
 
 class JobsView(APIView):
     parser_classes = [JobTextParser]
+    permission_classes = [SignedInOrAnonymousStatus]  # the list; a submission needs a token
 
     @extend_schema(
         parameters=[
@@ -115,6 +117,8 @@ class JobsView(APIView):
 
 
 class JobDetailView(APIView):
+    permission_classes = [SignedInOrAnonymousStatus]
+
     @extend_schema(responses={200: JobDetailSerializer, **ERRORS})
     def get(
         self, request: Request, username: str, name: str, attempt: int | None = None

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from jobs import lifecycle
 from jobs.models import Job
 from tests.api.helpers import client_for, job_with_tasks
-from tests.jobs.samples import v1_job
+from tests.jobs.samples import hello_job, v1_job
 
 pytestmark = pytest.mark.django_db
 
@@ -151,3 +153,41 @@ def test_v1_virtual_clusters_have_numbers_only_for_openpaisdks_arithmetic(alice)
 def test_v1_user_reads_the_user(alice):
     body = client_for(alice).get("/api/v1/user/alice").json()
     assert body["username"] == "alice" and "virtualCluster" in body
+
+
+def v1_config(client: APIClient, **headers: str):
+    return client.get("/rest-server/api/v1/user/alice/jobs/hello/config", headers=headers)
+
+
+def test_v1_job_config_answers_json_with_secrets_masked(alice):
+    lifecycle.submit(alice, hello_job("hello", secrets="{token: s3cret-value}"))
+    response = v1_config(client_for(alice), Accept="*/*")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    config = response.json()  # openpaisdk's ``rest_api_jobs(job, "config")``
+    assert config["name"] == "hello"
+    assert config["taskRoles"]["main"]["commands"] == ["echo hello"]
+    assert config["secrets"] == {"token": "******"}
+    assert "s3cret-value" not in response.content.decode()
+
+
+def test_v1_job_config_answers_yaml_to_a_client_that_prefers_it(alice):
+    lifecycle.submit(alice, hello_job("hello"))
+    response = v1_config(client_for(alice), Accept="text/yaml")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/yaml"
+    assert yaml.safe_load(response.content)["name"] == "hello"
+
+
+def test_v1_job_config_of_another_users_job_is_404(alice, bob):
+    lifecycle.submit(alice, hello_job("hello"))
+    assert v1_config(client_for(bob)).status_code == 404
+
+
+def test_v2_job_config_answers_its_yaml_to_a_client_asking_for_yaml(alice):
+    lifecycle.submit(alice, hello_job("hello"))
+    response = client_for(alice).get(
+        "/api/v2/jobs/alice~hello/config", headers={"Accept": "text/yaml"}
+    )
+    assert response.status_code == 200  # DRF's JSON-only negotiation answered 406
+    assert yaml.safe_load(response.content)["name"] == "hello"

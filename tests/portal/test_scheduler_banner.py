@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import time
 
 import pytest
@@ -76,3 +77,49 @@ def test_pages_still_answer_when_redis_is_down(web, settings):
     response = web.get("/jobs/")
     assert response.status_code == 200
     assert b"scheduler-late" not in response.content
+
+
+def status_url(client: Client, path: str = "/jobs/") -> str:
+    """The status URL, with its ticket, that a page rendered for ``client``'s user asks."""
+    page = client.get(path).content.decode()
+    start = page.index('data-url="') + len('data-url="')
+    return html.unescape(page[start : page.index('"', start)])
+
+
+def test_an_open_page_learns_that_the_scheduler_is_late(web, last_pass, settings):
+    last_pass(settings.SCHEDULER_LATE_SECONDS / 2)
+    url = status_url(web)
+    assert Client().get(url).json() == {"late": False, "message": ""}
+    last_pass(settings.SCHEDULER_LATE_SECONDS + 90)
+    body = Client().get(url).json()
+    assert body["late"] is True
+    assert body["message"].startswith("The scheduler has not run for ")
+
+
+def test_the_status_answer_reads_no_database_row_and_is_not_cached(
+    web, last_pass, settings, django_assert_num_queries
+):
+    url = status_url(web)
+    last_pass(settings.SCHEDULER_LATE_SECONDS + 90)
+    with django_assert_num_queries(0):
+        response = web.get(url)  # with the session cookie too: it is not read
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+
+
+@pytest.mark.parametrize("ticket", ["", "?ticket=made-up", "?ticket=1:forged:signature"])
+def test_the_status_answer_needs_a_ticket_of_a_page(db, ticket):
+    response = Client().get(f"/scheduler-status{ticket}")
+    assert response.status_code == 403
+    assert "ticket" in response.json()["message"]
+
+
+def test_every_page_of_a_signed_in_user_asks_every_scheduler_check_seconds(web, settings):
+    settings.SCHEDULER_CHECK_SECONDS = 2.5
+    page = web.get("/jobs/").content.decode()
+    assert 'data-every-ms="2500"' in page
+    assert "portal/scheduler-status.js" in page
+
+
+def test_visitors_who_are_not_signed_in_get_no_status_script(db):
+    assert b"scheduler-status" not in Client().get("/login/").content

@@ -1,0 +1,59 @@
+"""An open page shows the "scheduler has not run" banner when the reconcile loop stops, and
+takes it away when it runs again, without a reload (portal/scheduler_status.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from jobs import lifecycle
+from jobs.lifecycle.passes import LAST_RUN_KEY
+from tests.browser.pages import log_in
+from tests.jobs.samples import hello_job
+from tests.support.servers import daphne
+
+pytestmark = pytest.mark.browser
+
+LATE_SECONDS = 60
+
+
+@pytest.fixture
+def portal_without_beat(transactional_db, settings) -> Iterator[str]:
+    """The portal under daphne with no reconcile pass of its own (the last pass is what the
+    test writes), its pages asking about the scheduler every half second."""
+    with daphne(
+        CHANNEL_LAYER_PREFIX=settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"],
+        SCHEDULER_LATE_SECONDS=str(LATE_SECONDS),
+        SCHEDULER_CHECK_SECONDS="0.5",
+    ) as url:
+        yield url
+
+
+@pytest.fixture
+def last_pass(settings) -> Iterator[redis.Redis]:
+    with redis.Redis.from_url(settings.REDIS_URL) as client:
+        yield client
+
+
+def test_an_open_job_page_shows_and_clears_the_banner_without_reload(
+    portal_without_beat, browser_page, alice, last_pass
+):
+    page, base = browser_page, portal_without_beat
+    lifecycle.submit(alice, hello_job())
+    last_pass.set(LAST_RUN_KEY, time.time())  # the scheduler runs
+    log_in(page, base, "alice", "alice-secret-pw")
+    page.goto(f"{base}/jobs/alice~hello/")
+    banner = page.locator("#scheduler-status .scheduler-late")
+    assert banner.count() == 0
+    page.evaluate("window.stillTheSamePage = true")
+
+    last_pass.set(LAST_RUN_KEY, time.time() - LATE_SECONDS - 600)  # beat stopped long ago
+    banner.wait_for()
+    assert banner.inner_text().startswith("The scheduler has not run for ")
+
+    last_pass.set(LAST_RUN_KEY, time.time())  # beat is back
+    banner.wait_for(state="detached")
+    assert page.evaluate("window.stillTheSamePage") is True
