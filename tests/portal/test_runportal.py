@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 import redis
+import requests
 
 from portal.management.commands.runportal import Command, kill_group
 from tests.support.servers import free_port
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,8 +59,16 @@ def alive(pid: int) -> bool:
         return False
 
 
+def answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=5).status_code == 200
+    except requests.ConnectionError:
+        return False
+
+
 def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
-    """The listener of ended tasks is one of the children too."""
+    """The web server answers on the one port (also once started again: it inherits the same
+    listening socket), and the listener of ended tasks is one of the children too."""
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
@@ -70,8 +80,9 @@ def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
         "PORTAL_ADMIN_PASSWORD": "runportal-test-pw",
         "WEB_PROCESSES": "1",
     }
+    port = free_port()
     portal = subprocess.Popen(
-        [sys.executable, "manage.py", "runportal", "--port", str(free_port())],
+        [sys.executable, "manage.py", "runportal", "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -81,9 +92,16 @@ def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
     output = Output(portal)
     try:
         redis_pid = int(output.wait_for(r"redis: started, pid (\d+)")[1])
+        web_pid = int(output.wait_for(r"web-1: started, pid (\d+)")[1])
         worker_pid = int(output.wait_for(r"worker: started, pid (\d+)")[1])
         watcher_pid = int(output.wait_for(r"watcher: started, pid (\d+)")[1])
         output.wait_for(r"celery@\S+ ready")
+        login = f"http://127.0.0.1:{port}/login/"
+        wait_for(lambda: answers(login))
+        os.kill(web_pid, signal.SIGKILL)
+        output.wait_for(rf"web-1: pid {web_pid} exited with code -9")
+        output.wait_for(r"web-1: started, pid (\d+)")
+        wait_for(lambda: answers(login))
 
         os.kill(worker_pid, signal.SIGKILL)  # as the OOM killer would
         output.wait_for(rf"worker: pid {worker_pid} exited with code -9 .*again in 1 s")

@@ -193,7 +193,8 @@ class Command(BaseCommand):
             raise
         host, port = options["host"], options["port"]
         processes = web_processes()
-        children += portal_processes(listen(host, port), processes)
+        web_socket = listen(host, port)  # held open here for as long as the children may start
+        children += portal_processes(web_socket, processes)
         self.stdout.write(f"web: {processes} daphne process(es) on {host}:{port}")
         stop = threading.Event()
         signal.signal(signal.SIGINT, lambda *_: stop.set())
