@@ -144,7 +144,9 @@ def test_a_hostile_job_reaches_nothing_of_the_portal_nor_of_another_user(
         f"check redis_password cat {settings.VAR_DIR}/redis_password",
         f"check portal_tree cat {base}/manage.py",
         f"check settings cat {base}/portal/settings.py",
-        f"check write_tree touch {written}",
+        # Judged on the host (below): with the portal under /tmp, as in a CI clone, the path
+        # may exist in the task's own private /tmp, where writing harms nothing.
+        f"touch {written} 2>/dev/null; echo tried write_tree",
         f"check other_log cat {bobs_control}/stdout.log",
         f"check other_script cat {bobs_control}/bootstrap.sh",
         f"check other_dir ls {bobs_work}",
@@ -173,7 +175,6 @@ def test_a_hostile_job_reaches_nothing_of_the_portal_nor_of_another_user(
         "redis_password",
         "portal_tree",
         "settings",
-        "write_tree",
         "other_log",
         "other_script",
         "other_dir",
