@@ -26,7 +26,7 @@ from jobs.api.schemas import (
     JobEventsSerializer,
     MessageSerializer,
 )
-from jobs.api.serializers import api_base_url, epoch_ms, job_detail
+from jobs.api.openpai import api_base_url, epoch_ms, job_detail
 from jobs.models import Job, JobAttempt
 from jobs.protocol import dump_yaml, mask_secrets
 

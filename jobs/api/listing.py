@@ -9,7 +9,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 
 from jobs.access import is_admin, listable_jobs, summary_reason
-from jobs.api.serializers import (
+from jobs.api.openpai import (
     NO_RETRIES,
     epoch_ms,
     job_priority,

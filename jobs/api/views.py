@@ -23,7 +23,7 @@ from jobs.api.schemas import (
     JobSummarySerializer,
     SubmittedSerializer,
 )
-from jobs.api.serializers import api_base_url, job_detail
+from jobs.api.openpai import api_base_url, job_detail
 from jobs.models import JobAttempt
 from jobs.protocol import json_schema
 

@@ -278,7 +278,7 @@ def test_an_image_pull_failing_past_the_timeout_fails_the_task(alice, k8s, clust
     assert "deletionTimestamp" in cluster.pods()[worker]["metadata"]  # deleted, Terminating
     cluster.advance(GRACE)
     assert worker not in cluster.pods()  # it holds no node's resources any more
-    from jobs.api.serializers import task_status  # the API's view of it
+    from jobs.api.openpai import task_status  # the API's view of it
 
     assert DENIED in task_status(failed)["containerExitDiagnostics"]
 
