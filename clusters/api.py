@@ -18,7 +18,8 @@ from clusters.models import Node, VirtualCluster
 from clusters.overview import VCView, overview
 from clusters.quota import Limit, Resources, quota_of
 from clusters.vc_changes import delete, delete_problem, quota_problems
-from jobs.api.schemas import ERRORS, MessageSerializer, VirtualClusterSerializer
+from jobs.api.serializers import VirtualClusterSerializer
+from portal.openapi import ERRORS, MessageSerializer
 
 
 def error(code: str, message: str, status_code: int) -> Response:

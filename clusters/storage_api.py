@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from clusters import capacity
 from clusters.models import Node, Storage
 from clusters.registry import get_backend
-from jobs.api.schemas import ERRORS
+from portal.openapi import ERRORS
 
 
 class StorageSummarySerializer(serializers.Serializer[dict[str, Any]]):

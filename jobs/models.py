@@ -8,7 +8,7 @@ from django.db import connection, models
 from django.utils import timezone
 
 from clusters.models import VirtualCluster
-from jobs.fields import OrderedJSONField
+from jobs.model_fields import OrderedJSONField
 from jobs.states import FINAL_JOB_STATES, JobState, TaskState
 
 

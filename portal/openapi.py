@@ -1,11 +1,13 @@
-"""What drf-spectacular needs to describe our API: the bearer token scheme, and the shapes of
-the account endpoints (the views build plain dicts; these only describe them)."""
+"""What drf-spectacular needs to describe our API: the bearer token scheme, the error shapes
+every endpoint shares, and the shapes of the account endpoints (the views build plain dicts;
+these only describe them)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
 
@@ -50,3 +52,26 @@ class ClusterInfoSerializer(serializers.Serializer[dict[str, object]]):
     version = serializers.CharField()
     launcherType = serializers.CharField()
     authnMethod = serializers.CharField()
+
+
+class ErrorSerializer(serializers.Serializer[dict[str, object]]):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    errors = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class MessageSerializer(serializers.Serializer[dict[str, object]]):
+    message = serializers.CharField()
+
+
+def error(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+ERRORS = {
+    400: error("bad input: every problem as `field: message`"),
+    401: error("no or bad credentials"),
+    403: error("not allowed"),
+    404: error("no such object, or not yours"),
+    429: error("too many requests (see Retry-After)"),
+}

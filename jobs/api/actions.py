@@ -18,17 +18,11 @@ from rest_framework.views import APIView
 from jobs import lifecycle
 from jobs.access import is_admin, job_for, job_view_for, listable_jobs, summary_reason
 from jobs.api.negotiation import ViewChoosesType
-from jobs.api.schemas import (
-    ERRORS,
-    ErrorSerializer,
-    HealthSerializer,
-    JobAttemptSerializer,
-    JobEventsSerializer,
-    MessageSerializer,
-)
 from jobs.api.openpai import api_base_url, epoch_ms, job_detail
+from jobs.api.serializers import HealthSerializer, JobAttemptSerializer, JobEventsSerializer
 from jobs.models import Job, JobAttempt
 from jobs.protocol import dump_yaml, mask_secrets
+from portal.openapi import ERRORS, ErrorSerializer, MessageSerializer
 
 
 class JobConfigView(APIView):

@@ -13,8 +13,8 @@ from clusters.backends.base import BackendUnavailable
 from clusters.registry import get_backend
 from jobs.access import is_admin
 from jobs.alerts import alerts_for
-from jobs.api.schemas import ERRORS, error
 from jobs.pods import live_pods
+from portal.openapi import ERRORS, error
 
 
 class PodListSerializer(serializers.Serializer[dict[str, object]]):

@@ -17,10 +17,10 @@ from rest_framework.views import APIView
 
 from clusters.registry import get_backend
 from jobs.access import job_for, job_view_for
-from jobs.api.schemas import ERRORS, MessageSerializer
 from jobs.models import Job, JobAttempt, Task
 from jobs.sshinfo import ssh_info, sshd_states
 from jobs.tasklogs import MAX_TAIL_BYTES, LogResponse, read_task_log, task_log_chunks
+from portal.openapi import ERRORS, MessageSerializer
 
 STREAMS = ("stdout", "stderr")
 MAX_TAGS = 64

@@ -19,12 +19,13 @@ from clusters.api import VirtualClustersView, VirtualClusterView
 from jobs.access import job_for
 from jobs.api.actions import ExecutionTypeView
 from jobs.api.negotiation import ViewChoosesType
-from jobs.api.schemas import ERRORS, VirtualClusterSerializer
+from jobs.api.serializers import VirtualClusterSerializer
 from jobs.api.task_views import JobSshView
 from jobs.api.views import JobDetailView, JobsView
 from jobs.protocol import dump_yaml, mask_secrets
 from portal.accounts.api import LoginView
 from portal.accounts.users_api import UserView
+from portal.openapi import ERRORS
 
 
 class V1TokenView(LoginView):

@@ -13,19 +13,18 @@ from jobs import lifecycle
 from jobs.access import job_view_for
 from jobs.api.actions import pending_attempt
 from jobs.api.listing import list_jobs
+from jobs.api.openpai import api_base_url, job_detail
 from jobs.api.parsers import JobTextParser
 from jobs.api.permissions import SignedInOrAnonymousStatus
-from jobs.api.schemas import (
-    ERRORS,
-    ErrorSerializer,
+from jobs.api.serializers import (
     JobDetailSerializer,
     JobPageSerializer,
     JobSummarySerializer,
     SubmittedSerializer,
 )
-from jobs.api.openpai import api_base_url, job_detail
 from jobs.models import JobAttempt
 from jobs.protocol import json_schema
+from portal.openapi import ERRORS, ErrorSerializer
 
 LIST_PARAMETERS = {
     "username": "users, comma-separated",

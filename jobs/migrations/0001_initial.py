@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import jobs.fields
+import jobs.model_fields
 from django.conf import settings
 from django.db import migrations, models
 
@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
                 ('name', models.CharField(max_length=255)),
                 ('submitted_text', models.TextField()),
                 ('source_format', models.CharField(default='v2', max_length=8)),
-                ('protocol', jobs.fields.OrderedJSONField()),
+                ('protocol', jobs.model_fields.OrderedJSONField()),
                 ('state', models.CharField(choices=[('WAITING', 'Waiting'), ('RUNNING', 'Running'), ('STOPPING', 'Stopping'), ('SUCCEEDED', 'Succeeded'), ('FAILED', 'Failed'), ('STOPPED', 'Stopped')], default='WAITING', max_length=16)),
                 ('reason', models.TextField(blank=True)),
                 ('exit_code', models.IntegerField(blank=True, null=True)),
@@ -79,7 +79,7 @@ class Migration(migrations.Migration):
                 ('index', models.PositiveIntegerField()),
                 ('state', models.CharField(choices=[('WAITING', 'Waiting'), ('RUNNING', 'Running'), ('SUCCEEDED', 'Succeeded'), ('FAILED', 'Failed'), ('STOPPED', 'Stopped')], default='WAITING', max_length=16)),
                 ('ip', models.CharField(blank=True, max_length=64)),
-                ('ports', jobs.fields.OrderedJSONField(default=dict)),
+                ('ports', jobs.model_fields.OrderedJSONField(default=dict)),
                 ('exit_code', models.IntegerField(blank=True, null=True)),
                 ('diagnostics', models.TextField(blank=True)),
                 ('retries', models.PositiveIntegerField(default=0)),

@@ -11,13 +11,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.api.schemas import ERRORS, MessageSerializer
 from portal.accounts.models import ApiToken, hash_token
 from portal.openapi import (
+    ERRORS,
     ApplicationTokenSerializer,
     AuthnInfoSerializer,
     ClusterInfoSerializer,
     LoggedInSerializer,
+    MessageSerializer,
     TokensSerializer,
 )
 

@@ -15,8 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.api.schemas import ERRORS, MessageSerializer
 from portal.accounts.users_api import error, forbidden, is_admin, no_user
+from portal.openapi import ERRORS, MessageSerializer
 
 User = get_user_model()
 GROUP_NAME = r"^[\w.@+-]+$"

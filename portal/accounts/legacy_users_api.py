@@ -13,7 +13,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.api.schemas import ERRORS, MessageSerializer
 from portal.accounts.groups_api import UserGroupListView, UserGroupView
 from portal.accounts.users_api import (
     User,
@@ -26,6 +25,7 @@ from portal.accounts.users_api import (
     no_user,
     set_virtual_clusters,
 )
+from portal.openapi import ERRORS, MessageSerializer
 
 
 class LegacyUsersView(UsersView):

@@ -18,8 +18,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.models import Storage, VirtualCluster
-from jobs.api.schemas import ERRORS, ErrorSerializer, MessageSerializer
 from portal.accounts.removal import UserHasLiveJobs, remove_user
+from portal.openapi import ERRORS, ErrorSerializer, MessageSerializer
 
 User = get_user_model()
 NAME = r"^[\w.@+-]+$"

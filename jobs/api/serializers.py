@@ -3,31 +3,7 @@ dicts, these serializers only describe them."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
-
-
-class ErrorSerializer(serializers.Serializer[dict[str, object]]):
-    code = serializers.CharField()
-    message = serializers.CharField()
-    errors = serializers.ListField(child=serializers.CharField(), required=False)
-
-
-class MessageSerializer(serializers.Serializer[dict[str, object]]):
-    message = serializers.CharField()
-
-
-def error(description: str) -> OpenApiResponse:
-    return OpenApiResponse(ErrorSerializer, description=description)
-
-
-ERRORS = {
-    400: error("bad input: every problem as `field: message`"),
-    401: error("no or bad credentials"),
-    403: error("not allowed"),
-    404: error("no such object, or not yours"),
-    429: error("too many requests (see Retry-After)"),
-}
 
 
 def nullable_int() -> serializers.IntegerField:
