@@ -3,6 +3,7 @@ itself; SIGTERM stops them all."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -145,3 +146,44 @@ def test_the_private_redis_answers_only_with_its_password(settings, tmp_path, mo
     finally:
         kill_group(child.process, signal.SIGKILL)
         child.process.wait()
+
+
+def test_a_killed_runportal_leaves_no_process_behind(tmp_path):
+    """runportal killed outright (SIGKILL, the OOM killer) cannot stop its children itself:
+    they are told by the kernel, and the port, the private Redis and the database are let go."""
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "PORTAL_VAR_DIR": str(tmp_path),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'portal.sqlite3'}",
+        "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+        "SECRET_KEY": "runportal-test",
+        "PORTAL_ADMIN_PASSWORD": "runportal-test-pw",
+        "WEB_PROCESSES": "2",
+    }
+    port = free_port()
+    portal = subprocess.Popen(
+        [sys.executable, "manage.py", "runportal", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    output = Output(portal)
+    try:
+        names = ("redis", "web-1", "web-2", "worker", "beat", "watcher")
+        pids = {name: int(output.wait_for(rf"{name}: started, pid (\d+)")[1]) for name in names}
+        output.wait_for(r"celery@\S+ ready")
+        login = f"http://127.0.0.1:{port}/login/"
+        wait_for(lambda: answers(login))
+    finally:
+        portal.kill()
+        portal.wait()
+    try:
+        wait_for(lambda: not any(alive(pid) for pid in pids.values()), timeout=60)
+        assert not answers(login)
+    finally:  # what a failure left behind
+        for pid in pids.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)

@@ -9,6 +9,7 @@ crash, the OOM killer, a ``kill``) is started again after a backoff, and the log
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -58,9 +59,26 @@ class Child:
             pass_fds=self.pass_fds,
             start_new_session=True,
             stdout=subprocess.DEVNULL if self.quiet else None,
+            preexec_fn=stop_with(os.getpid()) if sys.platform == "linux" else None,
         )
         self.started_at = time.monotonic()
         return self.process
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def stop_with(parent: int) -> Callable[[], None]:
+    """What a child runs before its command: ask Linux for a SIGTERM when runportal dies, even
+    by SIGKILL (or the OOM killer), so that no server is left holding the port, the private
+    Redis or the database. Runs between fork and exec: ctypes only, nothing that locks."""
+
+    def ask() -> None:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # runportal died before the request took hold
+            os._exit(1)
+
+    return ask
 
 
 def portal_processes(web_socket: socket.socket, web_processes: int) -> list[Child]:
