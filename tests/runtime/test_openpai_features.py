@@ -138,19 +138,33 @@ def test_task_retries_and_a_role_whose_failures_do_not_count(alice, backend, sha
     assert api_job(alice, job)["jobStatus"]["retries"] == 0
 
 
+FAKE_TENSORBOARD = """#!/bin/sh
+case "$1" in --version_tb) echo 2.15.1; exit 0 ;; esac
+echo "$@" > "$(dirname "$0")/../tensorboard.args"
+exec sleep 300
+"""
+
+
 def test_extras_storage_tensorboard_hived_and_submit_from_are_accepted_and_run(
-    alice, backend, tmp_path
+    alice, backend, shared, tmp_path
 ):
     share = tmp_path / "team_share"
     share.mkdir(mode=0o777)
     share.chmod(0o777)  # the task's uid writes in it
     Storage.objects.create(name="team_share", path=str(share), open_to_all=True)
-    job = submit(alice, "extras_plugins.yaml")
+    (shared / "bin").mkdir(parents=True)
+    (shared / "bin" / "tensorboard").write_text(FAKE_TENSORBOARD)
+    (shared / "bin" / "tensorboard").chmod(0o755)
+    shared.chmod(0o777)
+    job = submit(alice, "extras_plugins.yaml", SHARED=str(shared))
     logs = run(backend, job)
-    task = Task.objects.get(attempt__job=job)
-    port = task.ports["tensorboard"][0]
-    assert logs["main-0"] == [f"wrote to the team storage; tensorboard port {port}"]
+    assert logs["main-0"] == [
+        "wrote to the team storage",
+        "--logdir=/mnt/tensorboard --bind_all --port=11449",
+    ]
     assert (share / "0.txt").read_text() == "model of alice~feature_extras\n"
+    stderr = outputs(backend, job, "stderr")["main-0"]
+    assert "[portal] tensorboard: started on port 11449" in "\n".join(stderr)
 
 
 def test_a_v1_job_runs_with_openpais_v1_names(alice, backend):
