@@ -211,13 +211,37 @@ def openpai_exit(
     return OpenPAIExit(code, phrase, kind, stage, behavior, reaction)
 
 
-def retry_kind(openpai_type: str) -> str:
-    """Which of OpenPAI's ``retryDetails`` counters a retry caused by a failure of this
-    OpenPAI exit type goes to: the platform's (``PLATFORM_FAILURE``: not the user's fault,
-    not accountable in OpenPAI's framework controller), the resources' (``RESOURCE_*``), else
-    the user's (``USER_FAILURE``, and ``UNKNOWN_FAILURE``, which OpenPAI counts as accountable)."""
-    if openpai_type == "PLATFORM_FAILURE":
-        return "platform"
-    if openpai_type.startswith("RESOURCE_"):
+# OpenPAI's exit behaviors whose retries do not count against the retry limit: its framework
+# controller's "fancy" retry policy retries a Transient failure without counting it.
+TRANSIENT_BEHAVIORS = frozenset({"TRANSIENT", "TRANSIENT_CONFLICT"})
+# Our rules for a task that lost its resources (its node, its place): OpenPAI counts them as
+# the platform's; ``retryDetails.resource`` names them apart.
+RESOURCE_RULES = frozenset({"lost", "node-lost", "evicted", "preempted", "out-of-resource"})
+
+
+def is_accountable(found: OpenPAIExit) -> bool:
+    """Whether a retry after this failure is one of OpenPAI's ``accountableRetries`` (its
+    framework controller's ``accountableRetriedCount``): every failure but a transient one."""
+    return found.behavior not in TRANSIENT_BEHAVIORS
+
+
+def retry_cause(rule_id: str | None, found: OpenPAIExit) -> str:
+    """Which ``retryDetails`` counter a retry after this failure goes to. ``user``: the
+    accountable retries, as OpenPAI's rest-server counts them (``is_accountable``); the others
+    are OpenPAI's ``platform`` retries, split here: ``resource`` when the task lost its
+    resources (``RESOURCE_RULES``, or OpenPAI's ``RESOURCE_ALLOCATION_TIMEOUT``), else
+    ``platform``."""
+    if is_accountable(found):
+        return "user"
+    if rule_id in RESOURCE_RULES or found.type == "RESOURCE_ALLOCATION_TIMEOUT":
         return "resource"
-    return "user"
+    return "platform"
+
+
+def spec_retry_cause(spec: dict[str, Any] | None) -> str:
+    """``retry_cause`` of a task's stored exit spec (``Explanation.as_dict``); a failure
+    without one is the user's, as OpenPAI counts a failure it cannot tell."""
+    if not spec:
+        return "user"
+    rule_id = spec.get("id")
+    return retry_cause(rule_id, openpai_exit(rule_id, spec.get("exit_code"), spec.get("lines")))

@@ -66,7 +66,8 @@ class Job(models.Model):
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.WAITING)
     reason = models.TextField(blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
-    retries = models.PositiveIntegerField(default=0)  # job retries used: attempts made - 1
+    # attempts made - 1: the retries after a failure and the restarts after a preemption
+    retries = models.PositiveIntegerField(default=0)
     task_count = models.PositiveIntegerField(default=0)
     gpu_count = models.PositiveIntegerField(default=0)
     # Admission (clusters.quota): what the job asks for in total, its order and its standing.
@@ -142,6 +143,9 @@ class Task(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     diagnostics = models.TextField(blank=True)
     retries = models.PositiveIntegerField(default=0)
+    # OpenPAI's accountableRetries: the retries after a failure that was not transient
+    # (jobs.exitspec.is_accountable).
+    accountable_retries = models.PositiveIntegerField(default=0)
     backend_ref = models.CharField(max_length=255, blank=True)
     node = models.CharField(max_length=255, blank=True)
     stop_requested = models.BooleanField(default=False)

@@ -16,9 +16,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from jobs.access import summary_reason
-from jobs.exitspec import openpai_exit, retry_kind
+from jobs.exitspec import openpai_exit, spec_retry_cause
 from jobs.models import Job, JobAttempt, Task
-from jobs.states import FINAL_JOB_STATES, TaskState
+from jobs.states import FINAL_JOB_STATES, JobState, TaskState
 
 # The names of HiveD's job priority classes (clusters.quota.PRIORITY_CLASSES), by priority.
 PRIORITY_NAMES = {1000: "crit", 100: "prod", 10: "test", 0: "default", -1: "oppo"}
@@ -102,7 +102,7 @@ def task_status(
         "containerExitDiagnostics": task.diagnostics,
         "containerExitSpec": exit_spec(task, full=full),
         "retries": task.retries,
-        "accountableRetries": task.retries,
+        "accountableRetries": task.accountable_retries,
         "createdTime": epoch_ms(task.created_at),
         "launchedTime": epoch_ms(task.started_at),
         "completedTime": epoch_ms(task.completed_at),
@@ -196,9 +196,9 @@ def retry_details(job: Job) -> dict[str, int]:
 def retry_details_by_job(retries: dict[int, int]) -> dict[int, dict[str, int]]:
     """OpenPAI's split of ``retries`` by cause, for jobs given as id -> retries, in one query
     (none when no job retried). Each retried attempt (attempts 0 to ``retries - 1``; the last
-    one is running or final) counts under the kind of OpenPAI's exit type of its first failed
-    task (``exitspec.retry_kind``); one without an explained failed task counts as the
-    user's, as OpenPAI counts a failure it cannot tell."""
+    one is running or final) counts under the cause of its first failed task
+    (``exitspec.spec_retry_cause``: ``user`` the accountable ones, as OpenPAI's), or under
+    ``resource`` when the attempt was preempted (stopped, and the job went on)."""
     counts = {job_id: dict(NO_RETRIES) for job_id in retries}
     retried = [job_id for job_id, number in retries.items() if number]
     if not retried:
@@ -214,14 +214,11 @@ def retry_details_by_job(retries: dict[int, int]) -> dict[int, dict[str, int]]:
     attempts = (
         JobAttempt.objects.filter(job_id__in=retried, number__lt=F("job__retries"))
         .annotate(trigger=Subquery(first_failed, output_field=JSONField()))
-        .values_list("job_id", "trigger")
+        .values_list("job_id", "state", "trigger")
     )
-    for job_id, spec in attempts:
-        kind = "user"
-        if spec:
-            found = openpai_exit(spec.get("id"), spec.get("exit_code"), spec.get("lines", []))
-            kind = retry_kind(found.type)
-        counts[job_id][kind] += 1
+    for job_id, state, spec in attempts:
+        preempted = state == JobState.STOPPED
+        counts[job_id]["resource" if preempted else spec_retry_cause(spec)] += 1
     for job_id in retried:  # an attempt row gone (never made) counts as the user's too
         counts[job_id]["user"] += max(0, retries[job_id] - sum(counts[job_id].values()))
     return counts

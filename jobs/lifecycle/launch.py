@@ -26,6 +26,7 @@ from jobs.access import is_admin
 from jobs.lifecycle.finish import finish_job
 from jobs.lifecycle.report import PassReport
 from jobs.models import Job, JobAttempt, JobEvent, Task
+from jobs.plugins import uses_ssh
 from jobs.protocol import render_registry_auth, secret_masker
 from jobs.runtime import JobContext, bootstrap_script, task_environment, task_files
 from jobs.runtime.context import context_for
@@ -38,6 +39,17 @@ AttemptRows = tuple[JobAttempt, list[Task]]
 # -- starting an attempt: its tasks placed and saved ----------------------------------------------
 
 
+def port_counts(protocol: dict[str, Any], role: str) -> dict[str, int]:
+    """A role's ports by label; with the ssh plugin on, one ``ssh`` port where the role
+    declares none, as OpenPAI's rest-server gives every task (its Horovod example declares no
+    port and reaches its workers over ssh)."""
+    spec = protocol["taskRoles"][role]
+    counts: dict[str, int] = dict(spec["resourcePerInstance"].get("ports", {}))
+    if "ssh" not in counts and uses_ssh(protocol, role):
+        counts["ssh"] = 1
+    return counts
+
+
 def shapes(protocol: dict[str, Any]) -> list[TaskShape]:
     return [
         TaskShape(
@@ -46,7 +58,7 @@ def shapes(protocol: dict[str, Any]) -> list[TaskShape]:
             cpu=spec["resourcePerInstance"]["cpu"],
             memory_mb=spec["resourcePerInstance"]["memoryMB"],
             gpu=spec["resourcePerInstance"]["gpu"],
-            port_counts=dict(spec["resourcePerInstance"].get("ports", {})),
+            port_counts=port_counts(protocol, role),
         )
         for role, spec in protocol["taskRoles"].items()
         for index in range(spec["instances"])

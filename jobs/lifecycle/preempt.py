@@ -1,9 +1,12 @@
 """Preempt: a borrowing job gives its room back to a guaranteed one (chosen by
-``clusters.quota.plan``): its attempt stops and the job waits in its queue again."""
+``clusters.quota.plan``): its attempt stops and the job waits in its queue again. The next
+attempt is a retry (``Job.retries``, OpenPAI's ``retryDetails.resource``) that uses up none
+of ``jobRetryCount``."""
 
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from jobs.lifecycle.events import record
@@ -16,7 +19,11 @@ def preempt(job_id: int, reason: str) -> bool:
     """Stop a borrowing job's attempt and put the job back in its queue."""
     with transaction.atomic():
         moved = Job.objects.filter(id=job_id, state=JobState.RUNNING, borrowing=True).update(
-            state=JobState.WAITING, reason=reason, borrowing=False, updated_at=timezone.now()
+            state=JobState.WAITING,
+            reason=reason,
+            borrowing=False,
+            retries=F("retries") + 1,
+            updated_at=timezone.now(),
         )
         if not moved:
             return False

@@ -1,9 +1,18 @@
 """Retries: a failed task with ``taskRetryCount`` left goes back to WAITING; a failed attempt
-with ``jobRetryCount`` left makes way for the next attempt."""
+with ``jobRetryCount`` left makes way for the next attempt.
+
+Each task retry is counted in ``retries`` and, when its failure was not transient in
+OpenPAI's exit spec, in ``accountable_retries`` (OpenPAI's ``accountableRetries``). A job's
+``retries`` also counts the restarts after a preemption (OpenPAI's framework is retried then
+too), which do not use up ``jobRetryCount``. The limits count every retry after a failure:
+OpenPAI's controller retries a transient failure without limit, which here could loop."""
 
 from __future__ import annotations
 
+from django.db.models import F
+
 from clusters.backends.base import Backend
+from jobs.exitspec import spec_retry_cause
 from jobs.lifecycle.events import record
 from jobs.lifecycle.launch import start_attempt
 from jobs.lifecycle.observe import TaskRow
@@ -13,14 +22,27 @@ from jobs.states import JobState, TaskState
 
 def retry_tasks(job: Job, attempt: JobAttempt, tasks: list[TaskRow]) -> None:
     """Send failed tasks with retries left back to WAITING; they launch in the next pass."""
-    for task in tasks:
+    due = [
+        task
+        for task in tasks
+        if task.state == TaskState.FAILED
+        and not task.stop_requested
+        and task.retries < job.protocol["taskRoles"][task.role].get("taskRetryCount", 0)
+    ]
+    if not due:
+        return
+    specs = dict(Task.objects.filter(id__in=[t.id for t in due]).values_list("id", "exit_spec"))
+    for task in due:
         allowed = job.protocol["taskRoles"][task.role].get("taskRetryCount", 0)
-        if task.state != TaskState.FAILED or task.retries >= allowed or task.stop_requested:
-            continue
+        accountable = spec_retry_cause(specs.get(task.id)) == "user"
         moved = Task.objects.filter(
             id=task.id, state=TaskState.FAILED, retries=task.retries
         ).update(
-            state=TaskState.WAITING, retries=task.retries + 1, backend_ref="", completed_at=None
+            state=TaskState.WAITING,
+            retries=task.retries + 1,
+            accountable_retries=F("accountable_retries") + int(accountable),
+            backend_ref="",
+            completed_at=None,
         )
         if moved:
             record(
@@ -36,9 +58,11 @@ def retry_tasks(job: Job, attempt: JobAttempt, tasks: list[TaskRow]) -> None:
 
 
 def retry_job(job: Job, attempt: JobAttempt, backend: Backend) -> bool:
-    """Start the next attempt when ``jobRetryCount`` allows; False when none is left."""
+    """Start the next attempt when ``jobRetryCount`` allows; False when none is left. The
+    attempts a preemption stopped are not retries after a failure: they use up none."""
     allowed = int(job.protocol.get("jobRetryCount", 0))
-    if job.retries >= allowed:
+    preempted = JobAttempt.objects.filter(job=job, state=JobState.STOPPED).count()
+    if job.retries - preempted >= allowed:
         return False
     moved = Job.objects.filter(id=job.id, state=JobState.RUNNING, retries=job.retries).update(
         retries=job.retries + 1, reason=f"retrying after attempt {attempt.number} failed"

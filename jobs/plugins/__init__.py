@@ -68,6 +68,11 @@ def storage_names(protocol: dict[str, Any]) -> list[str]:
     return names
 
 
+def uses_ssh(protocol: dict[str, Any], role: str) -> bool:
+    """Whether the job turns OpenPAI's ssh runtime plugin on for ``role``."""
+    return any(entry["plugin"] == "ssh" for entry in runtime_plugins(protocol, role))
+
+
 def ssh_options(protocol: dict[str, Any]) -> tuple[bool, str]:
     """(``jobssh``, the user's public key from ``userssh``)."""
     jobssh = False

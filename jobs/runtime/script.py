@@ -5,7 +5,8 @@ in the working directory when a backend writes one, and every one that is a name
 until a timeout: exit 201); the task's
 secret files (``task_files``: copied from ``$PAI_FILES_DIR`` where the backend mounts them
 there); plugins (ssh, storage: exit 203 when one cannot be set up; the ssh plugin also starts
-the image's sshd, if it has one, on the task's ``ssh`` port: ``jobs.runtime.ssh``);
+the image's sshd, if it has one, on the task's ``ssh`` port: ``jobs.runtime.ssh``; the
+tensorboard plugin starts the image's TensorBoard: ``jobs.runtime.tensorboard``);
 ``containerStart`` and ``taskStarts`` callbacks in dependency order;
 the deployment's ``preCommands``; the ``cmd`` plugin's pre-commands; the role's commands. Then,
 from an EXIT trap so that they run whatever happened (failure, ``exit``, Stop's SIGTERM): the
@@ -39,6 +40,7 @@ from jobs.protocol import Callback, render_callbacks, render_role
 from jobs.protocol.prereqs import START_EVENTS
 from jobs.runtime.env import JobContext
 from jobs.runtime.ssh import SSHD_STOP, ssh_on, ssh_setup
+from jobs.runtime.tensorboard import tensorboard_start, tensorboard_stop
 
 BARRIER_TIMEOUT_CODE = 201
 CALLBACK_FAILED_CODE = 202
@@ -137,6 +139,7 @@ def bootstrap_script(ctx: JobContext, role: str, env: dict[str, str]) -> str:
         exports += 'export QIZHI_WORK_DIR="${PAI_WORK_DIR:-$PWD}"\n'
     parts = [HEAD, exports, PRELUDE, barrier(env, ctx.barrier_timeout)]
     parts += [files_setup(task_files(ctx)), ssh_setup(ctx, env), storage_setup(ctx)]
+    parts.append(tensorboard_start(ctx.protocol, role))
     parts.append(EXIT_HEAD % {"callback_code": CALLBACK_FAILED_CODE})
     parts.append(exit_step("postCommands", commands.post_commands))
     parts.append(indent(success_only(exit_step("cmd plugin postCommands", cmd_post))))
@@ -145,6 +148,7 @@ def bootstrap_script(ctx: JobContext, role: str, env: dict[str, str]) -> str:
         parts.append(indent(success_only(step)) if callback.event == "taskSucceeds" else step)
     parts.append(debug_note(ctx))
     parts.append(SSHD_STOP if ssh_on(ctx) else "")
+    parts.append(tensorboard_stop(ctx.protocol, role))
     parts.append(EXIT_TAIL)
     for callback in (c for c in callbacks if c.event in START_EVENTS):
         parts.append(start_callback(callback))

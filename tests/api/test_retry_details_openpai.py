@@ -1,6 +1,8 @@
-"""OpenPAI's ``jobStatus.retryDetails``: each job retry counted by what caused it, from the
-OpenPAI exit type of the task that ended the retried attempt (k8s.js ``retryDetails``:
-``user`` the accountable retries, ``platform`` the rest, ``resource``)."""
+"""OpenPAI's ``jobStatus.retryDetails``: each job retry counted by what caused it, from
+OpenPAI's exit spec entry of the task that ended the retried attempt (k8s.js
+``retryDetails``: ``user`` the accountable retries, those after a failure whose ``behavior``
+is not transient; OpenPAI's ``platform`` the rest, split here into ``resource`` when the task
+lost its node or place, or the attempt was preempted, and ``platform``)."""
 
 from __future__ import annotations
 
@@ -18,9 +20,12 @@ PORT_CONFLICT_LOG = "OSError: [Errno 98] Address already in use\n"
 IMPORT_ERROR_LOG = "Traceback (most recent call last):\nModuleNotFoundError: No module named x\n"
 
 
-def fail_attempt(job: Job, number: int, exit_code: int, log: str = "") -> None:
-    """Attempt ``number`` of ``job`` ended: its task ``main-0`` failed as ``log`` says."""
-    spec = exitspec.explain(exit_code, "", log)
+def fail_attempt(
+    job: Job, number: int, exit_code: int | None, log: str = "", diagnostics: str = ""
+) -> None:
+    """Attempt ``number`` of ``job`` ended: its task ``main-0`` failed as ``log`` and the
+    backend's ``diagnostics`` say."""
+    spec = exitspec.explain(exit_code, diagnostics, log)
     assert spec is not None
     attempt, _ = JobAttempt.objects.get_or_create(
         job=job, number=number, defaults={"key": f"k-{job.id}-{number}"}
@@ -42,10 +47,13 @@ def fail_attempt(job: Job, number: int, exit_code: int, log: str = "") -> None:
     )
 
 
-def retried(job: Job, *failures: tuple[int, str]) -> dict[str, int]:
-    """The ``retryDetails`` of ``job`` after one retry per failure, the last attempt running."""
-    for number, (code, log) in enumerate(failures):
-        fail_attempt(job, number, code, log)
+def retried(
+    job: Job, *failures: tuple[int | None, str] | tuple[int | None, str, str]
+) -> dict[str, int]:
+    """The ``retryDetails`` of ``job`` after one retry per failure (exit code, log and
+    optionally the backend's diagnostics), the last attempt running."""
+    for number, failure in enumerate(failures):
+        fail_attempt(job, number, *failure)
     JobAttempt.objects.create(job=job, number=len(failures), key=f"k-{job.id}-last")
     Job.objects.filter(pk=job.pk).update(retries=len(failures))
     details: dict[str, int] = client_for(job.owner).get(URL).json()["jobStatus"]["retryDetails"]
@@ -85,17 +93,79 @@ def test_retryDetails_does_not_count_the_current_attempts_failure(alice):
     assert details == {"user": 0, "platform": 0, "resource": 0}
 
 
-@pytest.mark.parametrize(
-    ("openpai_type", "kind"),
-    [
-        ("PLATFORM_FAILURE", "platform"),
-        ("RESOURCE_ALLOCATION_TIMEOUT", "resource"),
-        ("USER_FAILURE", "user"),
-        ("UNKNOWN_FAILURE", "user"),
-    ],
-)
-def test_retry_kind_follows_openpais_exit_type(openpai_type, kind):
-    assert exitspec.retry_kind(openpai_type) == kind
+def test_retryDetails_counts_a_retry_after_a_lost_task_as_resource(alice):
+    job = job_with_tasks(alice)
+    details = retried(job, (None, "", "the backend lost the task"), (1, IMPORT_ERROR_LOG))
+    assert details == {"user": 1, "platform": 0, "resource": 1}
+
+
+def test_retryDetails_counts_a_preempted_attempt_as_resource(alice):
+    job = job_with_tasks(alice)
+    JobAttempt.objects.filter(job=job, number=0).update(
+        state="STOPPED", reason="preempted: 'b' needed its quota", completed_at=timezone.now()
+    )
+    JobAttempt.objects.create(job=job, number=1, key=f"k-{job.id}-1")
+    Job.objects.filter(pk=job.pk).update(retries=1)
+    status = client_for(alice).get(URL).json()["jobStatus"]
+    assert (status["retries"], status["retryDetails"]) == (
+        1,
+        {"user": 0, "platform": 0, "resource": 1},
+    )
+
+
+# (exit code, log, the backend's diagnostics) -> OpenPAI's code, behavior and our cause.
+CAUSES = {
+    "unknown": ((1, "", ""), 255, "UNKNOWN", "user"),
+    "import_error": ((1, IMPORT_ERROR_LOG, ""), 232, "PERMANENT", "user"),
+    "port_conflict": ((1, PORT_CONFLICT_LOG, ""), 253, "TRANSIENT", "platform"),
+    "sigkill": ((137, "", ""), 137, "TRANSIENT", "platform"),
+    "sigterm": ((143, "", ""), 143, "TRANSIENT", "platform"),
+    "lost": ((None, "", "the backend lost the task"), -1001, "TRANSIENT", "resource"),
+    "evicted": (
+        (None, "", "Evicted: The node was low on resource: ephemeral-storage."),
+        -1000,
+        "TRANSIENT",
+        "resource",
+    ),
+    "node_lost": (
+        (None, "", "NodeLost: Node n1 which was running pod p is unresponsive"),
+        -1001,
+        "TRANSIENT",
+        "resource",
+    ),
+    "preempting": (
+        (None, "", "Preempting: Preempted in order to admit critical pod"),
+        -1003,
+        "TRANSIENT",
+        "resource",
+    ),
+    "out_of_cpu": (
+        (None, "", "OutOfcpu: Node didn't have enough resource: cpu"),
+        -1002,
+        "TRANSIENT",
+        "resource",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CAUSES)
+def test_the_retry_cause_follows_openpais_exit_behavior(case):
+    (code, log, diagnostics), openpai_code, behavior, cause = CAUSES[case]
+    spec = exitspec.explain(code, diagnostics, log)
+    assert spec is not None
+    found = exitspec.openpai_exit(spec.id, code, spec.lines)
+    assert (found.code, found.behavior) == (openpai_code, behavior)
+    assert exitspec.is_accountable(found) == (cause == "user")
+    assert exitspec.spec_retry_cause(spec.as_dict()) == cause
+
+
+def test_a_gang_allocation_timeout_is_a_resource_retry():
+    found = exitspec.OpenPAIExit(
+        251, "JobGangAllocationTimeout", "RESOURCE_ALLOCATION_TIMEOUT", "ALLOCATING",
+        "TRANSIENT_CONFLICT", "ALWAYS_BACKOFF_RETRY",
+    )  # fmt: skip
+    assert not exitspec.is_accountable(found)
+    assert exitspec.retry_cause(None, found) == "resource"
 
 
 def test_the_job_list_carries_each_jobs_retryDetails(alice):

@@ -73,6 +73,7 @@ def test_a_borrowing_job_is_preempted_and_requeued_when_the_owner_needs_its_quot
     first = JobAttempt.objects.get(job=borrower, number=0)
     assert first.state == JobState.STOPPED and first.reason.startswith("preempted: 'b' needed")
     assert borrower.events.filter(kind="preempted").exists()
+    assert borrower.retries == 1  # OpenPAI retries a preempted framework: retryDetails.resource
     reconcile_until(backend, lambda: fresh(borrower).state == JobState.RUNNING, timeout=40)
     assert JobAttempt.objects.filter(job=borrower).count() == 2
     lifecycle.stop(borrower, alice)

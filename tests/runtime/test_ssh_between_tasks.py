@@ -143,15 +143,15 @@ def sshd_runs(pid: int) -> bool:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_without_an_ssh_port_sshd_is_not_started_and_the_task_goes_on(alice, backend):
+def test_the_ssh_plugin_gives_a_role_without_an_ssh_port_one_as_openpai_does(alice, backend):
     text = one_role("no_ssh_port", ["echo done"], SSH_PLUGIN).replace("ssh: 1", "http: 1")
     job = settle(backend, lifecycle.submit(alice, text))
     assert job.state == JobState.SUCCEEDED
-    stderr = logs(backend, Task.objects.get(attempt__job=job))
+    task = Task.objects.get(attempt__job=job)
+    assert list(task.ports) == ["http", "ssh"]
     if SSHD_BINARY.exists():
-        assert "ssh: sshd not started: the task role has no ssh port" in stderr
-    else:
-        assert "ssh: no sshd in the image" in stderr
+        port = task.ports["ssh"][0]
+        assert f"listens on port {port}" in logs(backend, task)
 
 
 # -- the script itself -------------------------------------------------------------------------
