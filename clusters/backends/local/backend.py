@@ -15,7 +15,6 @@ exit code (killed together with its wrapper, or the machine restarted) is report
 from __future__ import annotations
 
 import fcntl
-import logging
 import os
 import shutil
 import signal
@@ -40,8 +39,16 @@ from clusters.backends.base import (
     check_file_path,
 )
 from clusters.backends.exits import describe_exit
-from clusters.backends.local import images, launch, logs, sandbox
-from clusters.backends.local.launch import LocalBackendError
+from clusters.backends.local import images, logs, sandbox
+from clusters.backends.local.launch import (
+    LocalBackendError,
+    environment,
+    is_sandboxed,
+    prepare_image,
+    refuse_storages,
+    sandbox_command,
+    script_of,
+)
 from clusters.backends.local.process import (
     DEFAULT_LOG_MAX_BYTES,
     TaskRecord,
@@ -70,7 +77,6 @@ DISAPPEARED = (
     "the task's processes disappeared without an exit code (killed, or the machine restarted)"
 )
 SANDBOX_READY_SECONDS = 5.0  # how long a terminal waits for a task's sandbox to be set up
-log = logging.getLogger(__name__)
 
 
 class LocalBackend:
@@ -108,13 +114,13 @@ class LocalBackend:
                 raise ValueError(f"not a safe name for a directory: {part!r}")
         for path in task.files:
             check_file_path(path)
-        launch.refuse_storages(task)
+        refuse_storages(task)
         suffix = f"-r{task.retry}" if task.retry > 0 else ""
         ref = f"{task.attempt_key}/{task.role}-{task.index}{suffix}"
         control = self.root / ref
         with self._lock():
-            sandboxed = launch.is_sandboxed(self.sandbox, task)
-            script = launch.script_of(self.sandbox, task, sandboxed)
+            sandboxed = is_sandboxed(self.sandbox, task)
+            script = script_of(self.sandbox, task, sandboxed)
             old = TaskRecord.load(control / "task.json")
             if old is not None and read_text(control / "bootstrap.sh") == script:
                 return ref  # already launched (the caller retried): the same task
@@ -137,13 +143,13 @@ class LocalBackend:
             write_private(control / "bootstrap.sh", script)  # secrets are rendered in
             write_private(control / MEMORY_MB, str(task.memory_mb))
             write_files(work, task.files)
-            image = launch.prepare_image(self.sandbox, task, control) if sandboxed else None
-            env = launch.environment(self.task_path, task, work, gpus, identity)
+            image = prepare_image(self.sandbox, task, control) if sandboxed else None
+            env = environment(self.task_path, task, work, gpus, identity)
             if image is not None:  # the task sees its directory where the image has room
                 env["PAI_WORK_DIR"] = env["HOME"] = images.WORK_IN_IMAGE
             command = None
             if sandboxed:
-                command = launch.sandbox_command(
+                command = sandbox_command(
                     self.sandbox, self.task_path, self.root, task, ref, gpus, identity, image
                 )
             if identity:
