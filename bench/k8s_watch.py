@@ -18,29 +18,26 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-os.environ.update(
-    DATABASE_URL=f"{PG}/bench_k8s_watch",
-    REDIS_URL=os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/13"),
-    PORTAL_VAR_DIR=os.environ.get(
-        "BENCH_VAR_DIR", os.path.join(tempfile.gettempdir(), "bench_k8s_watch_var")
-    ),
-    DJANGO_SETTINGS_MODULE="portal.settings",
-    LOG_LEVEL="WARNING",
-)
 sys.path[:0] = [str(ROOT)]
+from bench._kubernetes import (  # noqa: E402
+    PER_JOB,
+    populate_running,
+    running_status,
+    setup_django,
+    use_own_databases,
+)
+
+DATABASE = "bench_k8s_watch"
+use_own_databases(DATABASE, redis_db=13)
 SAMPLES = 20
 LIVE = 10_000
-PER_JOB = 10
 JOB = """protocolVersion: 2
 name: bench
 type: job
@@ -52,59 +49,6 @@ taskRoles:
     resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}
     commands: ["sleep 60"]
 """
-
-
-def setup_django() -> None:
-    for sql in ("DROP DATABASE IF EXISTS bench_k8s_watch", "CREATE DATABASE bench_k8s_watch"):
-        subprocess.run(["psql", f"{PG}/postgres", "-qc", sql], check=True)  # noqa: S607
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
-def running_status(ip: str) -> dict[str, Any]:
-    state = {"running": {"startedAt": "2026-01-02T03:04:05Z"}}
-    return {"phase": "Running", "podIP": ip, "nodeName": "node-1",
-            "containerStatuses": [{"name": "main", "state": state}]}  # fmt: skip
-
-
-def populate_live(cluster: Any, count: int) -> None:
-    """``count`` running tasks in the database (jobs of 10) and their pods in the fake."""
-    from django.contrib.auth.models import User
-    from django.utils import timezone
-
-    from clusters.backends.kubernetes import manifests as m
-    from clusters.models import VirtualCluster
-    from jobs.models import Job, JobAttempt, Task
-    from jobs.protocol import load_job
-
-    user, _ = User.objects.get_or_create(username="bob")
-    vc, _ = VirtualCluster.objects.get_or_create(name="default")
-    protocol = load_job(JOB.replace("instances: 1", f"instances: {PER_JOB}")).job
-    now = timezone.now()
-    jobs = Job.objects.bulk_create(
-        Job(owner=user, name=f"live-{i}", virtual_cluster=vc, submitted_text=JOB,
-            protocol=protocol, state="RUNNING", started_at=now, task_count=PER_JOB)
-        for i in range(count // PER_JOB)
-    )  # fmt: skip
-    attempts = JobAttempt.objects.bulk_create(
-        JobAttempt(job=job, number=0, key=f"job{job.id}-a0", created_at=now) for job in jobs
-    )
-    rows = []
-    for attempt in attempts:
-        for index in range(PER_JOB):
-            name = m.pod_name(attempt.key, f"worker-{index}", 0)
-            ip = f"10.{attempt.id % 250}.{index}.{attempt.id // 250 % 250}"
-            rows.append(Task(attempt=attempt, role="worker", index=index, state="RUNNING",
-                             ip=ip, node="node-1", started_at=now,
-                             backend_ref=f"{attempt.key}/{name}"))  # fmt: skip
-            pod = {"metadata": {"name": name, "labels": m.labels(attempt.key)},
-                   "spec": {"nodeName": "node-1"}, "status": running_status(ip)}  # fmt: skip
-            cluster.put_pod(pod)
-    Task.objects.bulk_create(rows, batch_size=2000)
 
 
 class PageListener:
@@ -206,7 +150,7 @@ def measure(cluster: Any, backend: Any, pages: PageListener, label: str) -> None
         name = task.backend_ref.rpartition("/")[2]
         before = (len(watcher.read_cpu), len(watcher.pass_cpu))
         start = time.perf_counter()
-        cluster.set_status(name, running_status("10.9.9.9"))
+        cluster.set_status(name, {**running_status("10.9.9.9"), "nodeName": "node-1"})
         latencies.append(pages.wait(job.id) - start)
         while len(watcher.pass_cpu) == before[1]:
             time.sleep(0.001)
@@ -226,7 +170,7 @@ def measure(cluster: Any, backend: Any, pages: PageListener, label: str) -> None
 
 
 def main() -> None:
-    setup_django()
+    setup_django(DATABASE)
     from kubernetes import client
 
     from clusters import registry
@@ -244,7 +188,8 @@ def main() -> None:
             roomy = {"allocatable": {"cpu": "100000", "memory": "100000Ti"}}
             cluster.nodes = [{"metadata": {"name": "node-1"}, "spec": {}, "status": roomy}]
             if live:
-                populate_live(cluster, live)
+                job_text = JOB.replace("instances: 1", f"instances: {PER_JOB}")
+                populate_running(cluster, job_text, live, owner="bob", prefix="live")
             measure(cluster, backend, pages, f"{live:>6} live pods")
             api.close()
 

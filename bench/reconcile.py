@@ -11,26 +11,16 @@ headline last.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-os.environ.update(
-    DATABASE_URL=f"{PG}/bench_reconcile",
-    REDIS_URL=os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/14"),
-    PORTAL_VAR_DIR=os.environ.get(
-        "BENCH_VAR_DIR", os.path.join(tempfile.gettempdir(), "bench_reconcile_var")
-    ),
-    DJANGO_SETTINGS_MODULE="portal.settings",
-    LOG_LEVEL="WARNING",
-)
 sys.path[:0] = [str(ROOT)]
-PER_JOB = 10
+from bench._kubernetes import populate_running, setup_django, use_own_databases  # noqa: E402
+
+DATABASE = "bench_reconcile"
+use_own_databases(DATABASE, redis_db=14)
 JOB = """protocolVersion: 2
 name: bench
 type: job
@@ -42,64 +32,6 @@ taskRoles:
     resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0, ports: {http: 1}}
     commands: ["echo hello"]
 """
-
-
-def setup_django() -> None:
-    for sql in ("DROP DATABASE IF EXISTS bench_reconcile", "CREATE DATABASE bench_reconcile"):
-        subprocess.run(["psql", f"{PG}/postgres", "-qc", sql], check=True)  # noqa: S607
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
-def populate(cluster: object, tasks: int) -> None:
-    """``tasks`` running tasks in the database, and their running pods in the fake cluster."""
-    from django.contrib.auth.models import User
-    from django.utils import timezone
-
-    from clusters.backends.kubernetes import manifests as m
-    from clusters.models import VirtualCluster
-    from jobs.models import Job, JobAttempt, Task
-    from jobs.protocol import load_job
-
-    Job.objects.all().delete()
-    user, _ = User.objects.get_or_create(username="alice")
-    vc, _ = VirtualCluster.objects.get_or_create(name="default")
-    protocol = load_job(JOB).job
-    now = timezone.now()
-    jobs = Job.objects.bulk_create(
-        Job(owner=user, name=f"bench-{i}", virtual_cluster=vc, submitted_text=JOB,
-            protocol=protocol, state="RUNNING", started_at=now, task_count=PER_JOB)
-        for i in range(tasks // PER_JOB)
-    )  # fmt: skip
-    attempts = JobAttempt.objects.bulk_create(
-        JobAttempt(job=job, number=0, key=f"job{job.id}-a0", created_at=now) for job in jobs
-    )
-    rows = []
-    for attempt in attempts:
-        for index in range(PER_JOB):
-            name = m.pod_name(attempt.key, f"worker-{index}", 0)
-            ip, node = f"10.{attempt.id % 250}.{index}.{attempt.id // 250 % 250}", "node-1"
-            rows.append(Task(attempt=attempt, role="worker", index=index, state="RUNNING",
-                             ip=ip, node=node, ports={"http": [20000]}, started_at=now,
-                             backend_ref=f"{attempt.key}/{name}"))  # fmt: skip
-            cluster.put_pod(pod_of(attempt.key, name, ip, node))  # type: ignore[attr-defined]
-    Task.objects.bulk_create(rows, batch_size=2000)
-
-
-def pod_of(key: str, name: str, ip: str, node: str) -> dict[str, object]:
-    from clusters.backends.kubernetes import manifests as m
-
-    state = {"running": {"startedAt": "2026-01-02T03:04:05Z"}}
-    return {
-        "metadata": {"name": name, "labels": m.labels(key)},
-        "spec": {"nodeName": node},
-        "status": {"phase": "Running", "podIP": ip,
-                   "containerStatuses": [{"name": "main", "state": state}]},
-    }  # fmt: skip
 
 
 def finish_some(cluster: object, share: float) -> int:
@@ -150,20 +82,24 @@ def kind(sql: str) -> str:
 
 
 def main() -> None:
-    setup_django()
+    setup_django(DATABASE)
     from collections import Counter
 
     from kubernetes import client
 
     from clusters.backends.kubernetes.api import api_client_for
     from clusters.backends.kubernetes.backend import KubernetesBackend
+    from jobs.models import Job
     from tests.support.fake_apiserver import serve
 
     steady: dict[int, tuple[float, int]] = {}
     for tasks in (1_000, 10_000):
         with serve() as (url, cluster):
             backend = Timed(KubernetesBackend(api_client_for(client.Configuration(host=url))))
-            populate(cluster, tasks)
+            Job.objects.all().delete()
+            populate_running(
+                cluster, JOB, tasks, owner="alice", prefix="bench", ports={"http": [20000]}
+            )
             measure(backend)  # warm the connection and the caches once
             backend.observe_seconds = 0.0
             seconds, sql = measure(backend)

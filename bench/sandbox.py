@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from clusters.backends.base import Placement, TaskLaunch  # noqa: E402
-from clusters.backends.local import LocalBackend, sandbox  # noqa: E402, I001
+from clusters.backends.local import LocalBackend, launch, sandbox  # noqa: E402, I001
 from clusters.backends.local.sandbox import SandboxConfig  # noqa: E402
 from tests.support.images import IMAGE, build_busybox_image  # noqa: E402
 
@@ -58,7 +58,10 @@ def command_alone(backend: LocalBackend, index: int) -> float:
     command = ["/bin/sh", "./bootstrap.sh"]
     if backend.sandbox.enabled:
         t = task(index)
-        command = backend._sandbox_command(t, ref, control, None, _identity(backend, control))
+        identity = _identity(backend, control)
+        command = launch.sandbox_command(
+            backend.sandbox, backend.task_path, backend.root, t, ref, None, identity
+        )
     start = time.perf_counter()
     subprocess.run(command, cwd=control, env={"PATH": "/usr/bin:/bin"}, check=True)  # noqa: S603
     return time.perf_counter() - start

@@ -54,9 +54,14 @@ def listable_jobs(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
 
 def job_for(user: AbstractBaseUser | AnonymousUser, username: str, name: str) -> Job:
     """The job ``username~name`` when ``user`` may see all of it, else Http404."""
+    return named_job(visible_jobs(user), username, name)
+
+
+def named_job(jobs: QuerySet[Job], username: str, name: str) -> Job:
+    """The job ``username~name`` among ``jobs`` (with its owner and virtual cluster), else
+    Http404."""
     job = (
-        visible_jobs(user)
-        .select_related("owner", "virtual_cluster")
+        jobs.select_related("owner", "virtual_cluster")
         .filter(owner__username=username, name=name)
         .first()
     )
@@ -75,14 +80,7 @@ class JobView:
 
 def job_view_for(user: AbstractBaseUser | AnonymousUser, username: str, name: str) -> JobView:
     """The job ``username~name`` when ``user`` may at least list it, else Http404."""
-    job = (
-        listable_jobs(user)
-        .select_related("owner", "virtual_cluster")
-        .filter(owner__username=username, name=name)
-        .first()
-    )
-    if job is None:
-        raise Http404(f"no job {username}~{name}")
+    job = named_job(listable_jobs(user), username, name)
     return JobView(job, full=is_admin(user) or job.owner_id == user.pk)
 
 

@@ -136,15 +136,20 @@ def taggable_job(request: Request, username: str, name: str) -> Job:
     return job_for(request.user, username, name)
 
 
+def job_and_tag(request: Request, username: str, name: str) -> tuple[Job, str]:
+    """The job to tag (``taggable_job``) and the tag in the body (``{"value": "<tag>"}``)."""
+    job = taggable_job(request, username, name)
+    form = TagSerializer(data=request.data)
+    form.is_valid(raise_exception=True)
+    return job, form.validated_data["value"]
+
+
 class JobTagView(APIView):
     """``PUT`` adds a tag to the job, ``DELETE`` removes one (body ``{"value": "<tag>"}``)."""
 
     @extend_schema(request=TagSerializer, responses={200: MessageSerializer, **ERRORS})
     def put(self, request: Request, username: str, name: str) -> Response:
-        job = taggable_job(request, username, name)
-        form = TagSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        tag = form.validated_data["value"]
+        job, tag = job_and_tag(request, username, name)
         with transaction.atomic():
             tags = locked_tags(job)
             if tag not in tags:
@@ -158,10 +163,7 @@ class JobTagView(APIView):
 
     @extend_schema(request=TagSerializer, responses={200: MessageSerializer, **ERRORS})
     def delete(self, request: Request, username: str, name: str) -> Response:
-        job = taggable_job(request, username, name)
-        form = TagSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        tag = form.validated_data["value"]
+        job, tag = job_and_tag(request, username, name)
         with transaction.atomic():
             tags = locked_tags(job)
             if tag not in tags:

@@ -132,40 +132,45 @@ class GroupNameSerializer(serializers.Serializer[dict[str, str]]):
     groupname = serializers.CharField(max_length=150)
 
 
+def changed_by_admin(
+    request: Request, username: str, form_class: type[serializers.Serializer[Any]]
+) -> tuple[Any, dict[str, Any]] | Response:
+    """The user an admin changes and the request's checked body, or the Response that refuses
+    (403 to a non-admin, 400 for the body, 404 for the user)."""
+    if not is_admin(request.user):
+        return forbidden()
+    form = form_class(data=request.data)
+    form.is_valid(raise_exception=True)
+    user = User.objects.filter(username=username).first()
+    return (user, form.validated_data) if user is not None else no_user(username)
+
+
 class UserGroupView(APIView):
     """``PUT`` adds the user to a group, ``DELETE`` takes them out (admin)."""
 
-    def target(self, request: Request, username: str) -> tuple[Any, Group] | Response:
-        if not is_admin(request.user):
-            return forbidden()
-        form = GroupNameSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        user = User.objects.filter(username=username).first()
-        if user is None:
-            return no_user(username)
-        name = form.validated_data["groupname"]
-        group = Group.objects.filter(name=name).first()
-        return (user, group) if group else no_group(name)
+    def change(self, request: Request, username: str, *, join: bool) -> Response:
+        found = changed_by_admin(request, username, GroupNameSerializer)
+        if isinstance(found, Response):
+            return found
+        user, data = found
+        group = Group.objects.filter(name=data["groupname"]).first()
+        if group is None:
+            return no_group(data["groupname"])
+        if join:
+            user.groups.add(group)
+            message = f"User {username} is added into group {group.name}"
+        else:
+            user.groups.remove(group)
+            message = f"User {username} is removed from group {group.name}"
+        return Response({"message": message}, status=201)
 
     @extend_schema(request=GroupNameSerializer, responses={201: MessageSerializer, **ERRORS})
     def put(self, request: Request, username: str) -> Response:
-        found = self.target(request, username)
-        if isinstance(found, Response):
-            return found
-        user, group = found
-        user.groups.add(group)
-        message = f"User {username} is added into group {group.name}"
-        return Response({"message": message}, status=201)
+        return self.change(request, username, join=True)
 
     @extend_schema(request=GroupNameSerializer, responses={201: MessageSerializer, **ERRORS})
     def delete(self, request: Request, username: str) -> Response:
-        found = self.target(request, username)
-        if isinstance(found, Response):
-            return found
-        user, group = found
-        user.groups.remove(group)
-        message = f"User {username} is removed from group {group.name}"
-        return Response({"message": message}, status=201)
+        return self.change(request, username, join=False)
 
 
 class GroupListSerializer(serializers.Serializer[dict[str, Any]]):
@@ -175,14 +180,11 @@ class GroupListSerializer(serializers.Serializer[dict[str, Any]]):
 class UserGroupListView(APIView):
     @extend_schema(request=GroupListSerializer, responses={201: MessageSerializer, **ERRORS})
     def put(self, request: Request, username: str) -> Response:
-        if not is_admin(request.user):
-            return forbidden()
-        form = GroupListSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        user = User.objects.filter(username=username).first()
-        if user is None:
-            return no_user(username)
-        names = form.validated_data["grouplist"]
+        found = changed_by_admin(request, username, GroupListSerializer)
+        if isinstance(found, Response):
+            return found
+        user, data = found
+        names = data["grouplist"]
         groups = list(Group.objects.filter(name__in=names))
         missing = sorted(set(names) - {g.name for g in groups})
         if missing:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -89,62 +89,77 @@ def updated(user: Any) -> Response:
     return Response({"message": f"update user {user.username} successfully"}, status=201)
 
 
-class LegacyPasswordView(APIView):
-    """A user changes their password with the old one; an admin sets anyone's."""
+# ``PUT /api/v2/user/<user>/<field>``: the user to change (``target_user``), the body checked by
+# ``form``, then ``change``; it answers OpenPAI's "update user ... successfully". (A comment, not
+# a docstring: the OpenAPI schema would describe every field's PUT with it.)
+class LegacyFieldView(APIView):
+    form: type[serializers.Serializer[dict[str, Any]]]
+    admin_only = False
 
-    @extend_schema(request=PasswordSerializer, responses={201: MessageSerializer, **ERRORS})
     def put(self, request: Request, username: str) -> Response:
-        user = target_user(request, username, admin_only=False)
+        user = target_user(request, username, admin_only=self.admin_only)
         if isinstance(user, Response):
             return user
-        form = PasswordSerializer(data=request.data)
+        form = self.form(data=request.data)
         form.is_valid(raise_exception=True)
-        data = form.validated_data
+        refused = self.change(request, user, form.validated_data)
+        return refused or updated(user)
+
+    def change(self, request: Request, user: Any, data: dict[str, Any]) -> Response | None:
+        """Change the user's field; a Response when it refuses."""
+        raise NotImplementedError
+
+
+def documented(form: type[serializers.Serializer[dict[str, Any]]]) -> Any:
+    """The OpenAPI description of a ``LegacyFieldView``'s ``PUT`` with ``form`` as its body."""
+    return extend_schema_view(
+        put=extend_schema(request=form, responses={201: MessageSerializer, **ERRORS})
+    )
+
+
+@documented(PasswordSerializer)
+class LegacyPasswordView(LegacyFieldView):
+    """A user changes their password with the old one; an admin sets anyone's."""
+
+    form = PasswordSerializer
+
+    def change(self, request: Request, user: Any, data: dict[str, Any]) -> Response | None:
         if not is_admin(request.user) and not user.check_password(data.get("oldPassword", "")):
             return error("IncorrectPasswordError", "oldPassword: it is not right", 400)
         user.set_password(checked_password(data["newPassword"], user))
         user.save(update_fields=["password"])
-        return updated(user)
+        return None
 
 
-class LegacyEmailView(APIView):
-    @extend_schema(request=EmailSerializer, responses={201: MessageSerializer, **ERRORS})
-    def put(self, request: Request, username: str) -> Response:
-        user = target_user(request, username, admin_only=False)
-        if isinstance(user, Response):
-            return user
-        form = EmailSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        user.email = form.validated_data["email"]
+@documented(EmailSerializer)
+class LegacyEmailView(LegacyFieldView):
+    form = EmailSerializer
+
+    def change(self, request: Request, user: Any, data: dict[str, Any]) -> Response | None:
+        user.email = data["email"]
         user.save(update_fields=["email"])
-        return updated(user)
+        return None
 
 
-class LegacyAdminView(APIView):
-    @extend_schema(request=AdminSerializer, responses={201: MessageSerializer, **ERRORS})
-    def put(self, request: Request, username: str) -> Response:
-        user = target_user(request, username, admin_only=True)
-        if isinstance(user, Response):
-            return user
-        form = AdminSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        if user.pk == request.user.pk and not form.validated_data["admin"]:
+@documented(AdminSerializer)
+class LegacyAdminView(LegacyFieldView):
+    form = AdminSerializer
+    admin_only = True
+
+    def change(self, request: Request, user: Any, data: dict[str, Any]) -> Response | None:
+        if user.pk == request.user.pk and not data["admin"]:
             return error("RemoveAdminError", "admin: you may not remove your own admin", 403)
-        user.is_staff = form.validated_data["admin"]
+        user.is_staff = data["admin"]
         user.save(update_fields=["is_staff"])
-        return updated(user)
+        return None
 
 
-class LegacyVirtualClusterView(APIView):
-    @extend_schema(
-        request=UserVirtualClustersSerializer, responses={201: MessageSerializer, **ERRORS}
-    )
-    def put(self, request: Request, username: str) -> Response:
-        user = target_user(request, username, admin_only=True)
-        if isinstance(user, Response):
-            return user
-        form = UserVirtualClustersSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
+@documented(UserVirtualClustersSerializer)
+class LegacyVirtualClusterView(LegacyFieldView):
+    form = UserVirtualClustersSerializer
+    admin_only = True
+
+    def change(self, request: Request, user: Any, data: dict[str, Any]) -> Response | None:
         with transaction.atomic():
-            set_virtual_clusters(user, form.validated_data["virtualCluster"])
-        return updated(user)
+            set_virtual_clusters(user, data["virtualCluster"])
+        return None

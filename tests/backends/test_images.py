@@ -13,13 +13,11 @@ import pytest
 
 from clusters.backends.base import Observation, StorageKind, StorageMount, TaskPhase
 from clusters.backends.local import LocalBackend
-from clusters.backends.local.pty import PtySession
 from clusters.backends.local.sandbox import SandboxConfig
 from jobs import lifecycle
 from jobs.exitspec import explain
-from tests.backends.test_local import phase_of, wait_until_ended
-from tests.backends.test_sandbox import task
 from tests.support.images import IMAGE, image_storage
+from tests.support.local_tasks import phase_of, shell_output, task, wait_until_ended
 from tests.waiting import wait_for
 
 __all__ = ["image_storage"]  # the module's busybox image, a fixture
@@ -173,23 +171,13 @@ def pulling(image: str) -> int | None:
 def test_the_terminal_of_a_task_in_an_image_lands_in_the_image(backend: LocalBackend):
     ref = backend.launch(replace(task("sleep 30"), image=IMAGE))
     wait_for(lambda: phase_of(backend, ref) == TaskPhase.RUNNING)
-    spec = backend.shell(ref)
-    assert spec is not None
-    session = PtySession(spec)
-    try:
-        session.write(
-            b"cat /etc/image-name; echo pwd=$(pwd) sh=$(readlink /bin/sh) uid=$(id -u);"
-            b" grep -E '^Cap(Eff|Prm)' /proc/self/status; echo end-$((6*7))\n"
-        )
-        seen = b""
-        while b"end-42" not in seen:
-            chunk = session.read(10)
-            assert chunk, f"the shell ended or said nothing: {seen!r}"
-            seen += chunk
-    finally:
-        session.close()
-        backend.stop([ref])
-    text = seen.decode(errors="replace")
+    text = shell_output(
+        backend,
+        ref,
+        b"cat /etc/image-name; echo pwd=$(pwd) sh=$(readlink /bin/sh) uid=$(id -u);"
+        b" grep -E '^Cap(Eff|Prm)' /proc/self/status; echo end-$((6*7))\n",
+        b"end-42",
+    )
     assert "busybox-test-image" in text
     uid = 200_003 if os.geteuid() == 0 else os.geteuid()
     assert f"pwd=/mnt/0 sh=busybox uid={uid}" in text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
@@ -10,58 +9,20 @@ from typing import TypeVar
 
 import pytest
 
-from clusters.backends.base import Placement, TaskLaunch, TaskPhase, TaskShape
+from clusters.backends.base import TaskLaunch, TaskPhase, TaskShape
 from clusters.backends.local import DISAPPEARED, LocalBackend, LocalBackendError
 from clusters.backends.local.sandbox import SYSTEM_PATH, sandbox_init
+from tests.support.local_tasks import (
+    launch,
+    phase_of,
+    record,
+    record_pid,
+    shell_output,
+    wait_until_ended,
+)
 from tests.waiting import wait_for
 
 T = TypeVar("T")
-
-
-def launch(
-    backend: LocalBackend,
-    script: str,
-    *,
-    key: str = "job-1-a1",
-    role: str = "worker",
-    index: int = 0,
-    retry: int = 0,
-    env: dict[str, str] | None = None,
-    gpu: int = 0,
-) -> str:
-    return backend.launch(
-        TaskLaunch(
-            attempt_key=key,
-            role=role,
-            index=index,
-            retry=retry,
-            script=script,
-            env=env or {},
-            placement=Placement(ip="127.0.0.1", ports={}),
-            cpu=1,
-            memory_mb=100,
-            gpu=gpu,
-        )
-    )
-
-
-def phase_of(backend: LocalBackend, ref: str) -> TaskPhase:
-    return backend.observe([ref])[ref].phase
-
-
-def wait_until_ended(backend: LocalBackend, ref: str, timeout: float = 10.0) -> TaskPhase:
-    def ended() -> TaskPhase | None:
-        phase = phase_of(backend, ref)
-        return phase if phase in (TaskPhase.SUCCEEDED, TaskPhase.FAILED) else None
-
-    phase = wait_for(ended, timeout)
-    assert phase is not None
-    return phase
-
-
-def record(root: Path, ref: str) -> dict[str, object]:
-    data: dict[str, object] = json.loads((root / ref / "task.json").read_text())
-    return data
 
 
 def process_state(pid: int) -> str | None:
@@ -71,12 +32,6 @@ def process_state(pid: int) -> str | None:
     except OSError:
         return None
     return raw[raw.rfind(")") + 2 :].split()[0]
-
-
-def record_pid(backend: LocalBackend, ref: str) -> int:
-    pid = record(backend.root, ref)["pid"]
-    assert isinstance(pid, int)
-    return pid
 
 
 def in_namespace_of(init: int) -> list[int]:
@@ -98,11 +53,6 @@ def in_namespace_of(init: int) -> list[int]:
 
 def gone(pid: int) -> bool:
     return process_state(pid) in (None, "Z", "X")
-
-
-@pytest.fixture
-def backend(tmp_path: Path) -> LocalBackend:
-    return LocalBackend(tmp_path / "tasks")
 
 
 def test_a_task_that_exits_zero_succeeds_and_its_stdout_is_captured(
@@ -345,17 +295,6 @@ def test_capacity_reports_this_machine(backend: LocalBackend) -> None:
     assert capacity.memory_mb > 0
 
 
-@pytest.fixture
-def two_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fake ``nvidia-smi`` on PATH that reports two GPUs."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "nvidia-smi"
-    fake.write_text("#!/bin/sh\nprintf '0, Tesla T4\\n1, Tesla T4\\n'\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-
-
 @pytest.mark.usefixtures("two_gpus")
 def test_tasks_get_distinct_free_gpus_and_cpu_tasks_see_none(backend: LocalBackend) -> None:
     assert backend.capacity().gpus == {"Tesla T4": 2}
@@ -399,22 +338,8 @@ def test_task_directories_and_files_are_private_to_the_portals_user(tmp_path: Pa
 
 
 def test_the_terminal_shell_writes_private_files_too(tmp_path: Path):
-    from clusters.backends.local.pty import PtySession
-
     backend = LocalBackend(tmp_path)
     ref = launch(backend, "sleep 30")
     wait_for(lambda: phase_of(backend, ref) == TaskPhase.RUNNING)
-    spec = backend.shell(ref)
-    assert spec is not None
-    session = PtySession(spec)
-    try:
-        session.write(b"echo typed > typed.txt; echo done-$((6*7))\n")
-        seen = b""
-        while b"done-42" not in seen:
-            chunk = session.read(10)
-            assert chunk, f"the shell ended or said nothing: {seen!r}"
-            seen += chunk
-    finally:
-        session.close()
-        backend.stop([ref])
+    shell_output(backend, ref, b"echo typed > typed.txt; echo done-$((6*7))\n", b"done-42")
     assert (backend.work_dir(ref) / "typed.txt").stat().st_mode & 0o777 == 0o600

@@ -10,7 +10,6 @@ import shutil
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,13 +17,8 @@ from clusters.backends.local import LocalBackend
 from clusters.backends.local.process import ENDED_DIR, ended_marker
 from clusters.backends.local.sandbox import SandboxConfig
 from clusters.backends.local.watch import WatchLost, listen
-from tests.backends.test_local import launch, wait_until_ended
+from tests.support.local_tasks import launch, wait_until_ended
 from tests.waiting import wait_for
-
-
-@pytest.fixture
-def backend(tmp_path: Path) -> LocalBackend:
-    return LocalBackend(tmp_path / "tasks")
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 from clusters import registry
 from clusters.backends.base import TaskPhase
 from clusters.backends.local import LocalBackend
-from tests.backends.test_local import launch, wait_until_ended
+from tests.support.local_tasks import launch, wait_until_ended
 
 CAP = 64 * 1024
 

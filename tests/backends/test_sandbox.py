@@ -9,41 +9,22 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from clusters import registry
-from clusters.backends.base import Placement, TaskLaunch, TaskPhase
+from clusters.backends.base import TaskPhase
 from clusters.backends.local import LocalBackend, LocalBackendError
-from clusters.backends.local.pty import PtySession
 from clusters.backends.local.sandbox import CGROUP_V1, SandboxConfig, bwrap_args, sandbox_init
 from jobs import lifecycle
 from jobs.models import Task
 from jobs.states import JobState
-from tests.backends.test_local import phase_of, record_pid, two_gpus, wait_until_ended
 from tests.jobs.helpers import settle
 from tests.jobs.samples import hello_job
+from tests.support.local_tasks import phase_of, record_pid, shell_output, task, wait_until_ended
 from tests.waiting import wait_for
-
-__all__ = ["two_gpus"]  # the fake nvidia-smi fixture, shared with test_local
-
-
-def task(script: str, *, gpu: int = 0, owner_is_admin: bool = False, index: int = 0) -> TaskLaunch:
-    return TaskLaunch(
-        attempt_key="job-1-a1",
-        role="worker",
-        index=index,
-        retry=0,
-        script=script,
-        env={},
-        placement=Placement(ip="127.0.0.1", ports={}),
-        cpu=1,
-        memory_mb=256,
-        gpu=gpu,
-        owner_id=3,
-        owner_is_admin=owner_is_admin,
-    )
 
 
 @pytest.fixture
@@ -86,24 +67,14 @@ def test_the_terminal_lands_in_the_tasks_sandbox_as_its_uid(tmp_path: Path):
     backend = LocalBackend(tmp_path / "tasks")
     ref = backend.launch(task("sleep 30"))
     wait_for(lambda: phase_of(backend, ref) == TaskPhase.RUNNING)
-    spec = backend.shell(ref)
-    assert spec is not None
-    session = PtySession(spec)
     manage_py = Path(__file__).resolve().parents[2] / "manage.py"
-    try:
-        session.write(
-            f"echo uid=$(id -u) pwd=$(pwd) procs=$(ls /proc | grep -c '^[0-9]');"
-            f" cat {manage_py} || echo no-portal-tree; echo end-$((6*7))\n".encode()
-        )
-        seen = b""
-        while b"end-42" not in seen:
-            chunk = session.read(10)
-            assert chunk, f"the shell ended or said nothing: {seen!r}"
-            seen += chunk
-    finally:
-        session.close()
-        backend.stop([ref])
-    text = seen.decode(errors="replace")
+    text = shell_output(
+        backend,
+        ref,
+        f"echo uid=$(id -u) pwd=$(pwd) procs=$(ls /proc | grep -c '^[0-9]');"
+        f" cat {manage_py} || echo no-portal-tree; echo end-$((6*7))\n".encode(),
+        b"end-42",
+    )
     uid = 200_003 if os.geteuid() == 0 else os.geteuid()  # LOCAL_TASK_UID_BASE + owner 3
     assert f"uid={uid} pwd={backend.work_dir(ref)} procs=" in text
     procs = int(text.split("procs=")[-1].split()[0])
@@ -133,6 +104,34 @@ def test_without_bwrap_the_job_of_an_ordinary_user_fails_with_the_reason(alice, 
 
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def run_as_ordinary_user(script: str) -> Iterator[tuple[Path, subprocess.CompletedProcess[str]]]:
+    """``script`` (Python, given a directory of its own as its argument) run to its end as uid
+    65534, and that directory (holding ``var/secret_key``, all owned by 65534), removed after
+    the block."""
+    top = Path(tempfile.mkdtemp(prefix="ordinary-", dir="/var/tmp"))  # noqa: S108
+    try:
+        (top / "var").mkdir()
+        (top / "var" / "secret_key").write_text("s3cret")
+        for path in (top, top / "var", top / "var" / "secret_key"):
+            os.chown(path, 65534, 65534)
+        (top / "run.py").write_text(script)
+        done = subprocess.run(  # noqa: S603
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+            + [sys.executable, str(top / "run.py"), str(top)],
+            cwd=REPO,
+            env={"PATH": os.environ["PATH"], "HOME": str(top), "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        yield top, done
+    finally:
+        shutil.rmtree(top)
+
+
 AS_ORDINARY_USER = """\
 import sys, time
 from pathlib import Path
@@ -160,37 +159,12 @@ print(backend.read_log(ref, "stdout").decode(), end="")
 def test_a_portal_run_by_an_ordinary_user_still_sandboxes_its_tasks():
     """Without root: the task runs as the portal's user, in the sandbox all the same (its own
     pid namespace, var/ hidden), its memory bounded by RLIMIT_AS (a best effort)."""
-    top = Path(tempfile.mkdtemp(prefix="ordinary-", dir="/var/tmp"))  # noqa: S108
-    try:
-        (top / "var").mkdir()
-        (top / "var" / "secret_key").write_text("s3cret")
-        for path in (top, top / "var", top / "var" / "secret_key"):
-            os.chown(path, 65534, 65534)
-        script = top / "run.py"
-        script.write_text(AS_ORDINARY_USER)
-        done = subprocess.run(  # noqa: S603
-            [
-                "setpriv",
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                sys.executable,
-                str(script),
-                str(top),
-            ],
-            cwd=REPO,
-            env={"PATH": os.environ["PATH"], "HOME": str(top), "PYTHONPATH": str(REPO)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    with run_as_ordinary_user(AS_ORDINARY_USER) as (_, done):
         assert done.returncode == 0, done.stderr
         uid, procs, *rest = done.stdout.splitlines()
         assert uid == "65534"
         assert int(procs) < 6
         assert rest == ["hidden-var", "no-gibibyte-for-memoryMB-100"]
-    finally:
-        shutil.rmtree(top)
 
 
 TERMINAL_AS_ORDINARY_USER = """\
@@ -233,23 +207,7 @@ def test_the_terminal_of_a_portal_run_by_an_ordinary_user_lands_in_the_sandbox()
     """Without root, the terminal joins the task's sandbox with ``nsenter --user`` (the
     portal's user owns the namespace): the task's uid, its pid namespace, var/ hidden, and no
     capability in the namespace it joined."""
-    top = Path(tempfile.mkdtemp(prefix="ordinary-", dir="/var/tmp"))  # noqa: S108
-    try:
-        (top / "var").mkdir()
-        (top / "var" / "secret_key").write_text("s3cret")
-        for path in (top, top / "var", top / "var" / "secret_key"):
-            os.chown(path, 65534, 65534)
-        script = top / "run.py"
-        script.write_text(TERMINAL_AS_ORDINARY_USER)
-        done = subprocess.run(  # noqa: S603
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-            + [sys.executable, str(script), str(top)],
-            cwd=REPO,
-            env={"PATH": os.environ["PATH"], "HOME": str(top), "PYTHONPATH": str(REPO)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    with run_as_ordinary_user(TERMINAL_AS_ORDINARY_USER) as (top, done):
         assert done.returncode == 0, done.stderr
         text = done.stdout.split("end-$((6*7))")[-1]
         assert "end-42" in text, done.stdout
@@ -259,8 +217,6 @@ def test_the_terminal_of_a_portal_run_by_an_ordinary_user_lands_in_the_sandbox()
         assert "s3cret" not in text
         assert "CapPrm:\t0000000000000000" in text, text
         assert "CapEff:\t0000000000000000" in text
-    finally:
-        shutil.rmtree(top)
 
 
 def test_a_task_root_below_a_private_directory_works_and_its_neighbours_are_covered():

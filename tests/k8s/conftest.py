@@ -12,7 +12,8 @@ from clusters import registry
 from clusters.backends.kubernetes.api import RetryPolicy, api_client_for
 from clusters.backends.kubernetes.backend import KubernetesBackend
 from clusters.backends.kubernetes.manifests import K8sOptions
-from tests.support.fake_apiserver import FakeCluster, serve
+from tests.support.fake_apiserver import serve
+from tests.support.fake_cluster import FakeCluster
 
 
 @pytest.fixture

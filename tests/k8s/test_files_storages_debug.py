@@ -11,7 +11,7 @@ from test_kubernetes_backend import KEY, SHAPES, launch_all, launch_of, name_of,
 from clusters.backends.base import StorageMount
 from clusters.backends.kubernetes import manifests as m
 from clusters.backends.kubernetes.backend import KubernetesBackend
-from tests.support.fake_apiserver import FakeCluster, strings
+from tests.support.fake_cluster import FakeCluster, strings
 
 KEY_TEXT = "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n-----END OPENSSH PRIVATE KEY-----\n"
 FILES = {".ssh/id_job": KEY_TEXT}

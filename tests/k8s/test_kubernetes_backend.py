@@ -7,7 +7,7 @@ import pytest
 from clusters.backends.base import Placement, TaskLaunch, TaskPhase, TaskShape
 from clusters.backends.kubernetes.api import KubernetesUnavailable
 from clusters.backends.kubernetes.backend import KubernetesBackend
-from tests.support.fake_apiserver import FakeCluster, strings
+from tests.support.fake_cluster import FakeCluster, strings
 
 KEY = "job7-a0"
 SHAPES = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from test_kubernetes_backend import launch_all, name_of, running
 
-from tests.support.fake_apiserver import FakeCluster
+from tests.support.fake_cluster import FakeCluster
 
 
 def test_log_chunks_stream_the_pods_log_in_chunks(k8s, cluster: FakeCluster):

@@ -11,7 +11,7 @@ from test_kubernetes_backend import launch_all
 
 from clusters.backends.kubernetes import manifests as m
 from clusters.backends.kubernetes.backend import KubernetesBackend
-from tests.support.fake_apiserver import FakeCluster
+from tests.support.fake_cluster import FakeCluster
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 

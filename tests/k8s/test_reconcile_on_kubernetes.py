@@ -12,7 +12,7 @@ from jobs import lifecycle
 from jobs.lifecycle.passes import run_pass
 from jobs.models import Job, Task
 from jobs.states import JobState, TaskState
-from tests.support.fake_apiserver import FakeCluster, strings
+from tests.support.fake_cluster import FakeCluster, strings
 
 pytestmark = pytest.mark.django_db
 GRACE = 3600  # longer than any pod's termination grace period

@@ -9,7 +9,7 @@ import yaml
 
 from clusters import registry
 from clusters.backends.kubernetes.backend import KubernetesBackend
-from tests.support.fake_apiserver import FakeCluster
+from tests.support.fake_cluster import FakeCluster
 
 
 def kubeconfig(path: Path, url: str) -> Path:

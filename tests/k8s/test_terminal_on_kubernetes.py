@@ -16,7 +16,7 @@ from jobs.states import TaskState
 from tests.jobs.helpers import settle
 from tests.jobs.samples import hello_job
 from tests.jobs.test_terminal import open_terminal, read_until, refused
-from tests.support.fake_apiserver import FakeCluster
+from tests.support.fake_cluster import FakeCluster
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

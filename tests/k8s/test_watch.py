@@ -26,7 +26,7 @@ from jobs.models import Task
 from jobs.states import TaskState
 from jobs.wakeup import QUEUED_KEY
 from tests.jobs.samples import hello_job
-from tests.support.fake_apiserver import FakeCluster
+from tests.support.fake_cluster import FakeCluster
 from tests.waiting import wait_for
 
 

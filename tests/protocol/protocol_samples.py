@@ -66,10 +66,13 @@ V1_JOB: dict[str, Any] = {
 _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
-def changed(document: dict[str, Any], path: str, value: object) -> dict[str, Any]:
-    """A copy of ``document`` with ``path`` ("a.b[0].c") set to ``value`` (DELETE removes)."""
+def changed(
+    document: dict[str, Any], path: str | tuple[str | int, ...], value: object
+) -> dict[str, Any]:
+    """A copy of ``document`` with ``path`` ("a.b[0].c", or its keys as from ``places``) set
+    to ``value`` (DELETE removes)."""
     result = copy.deepcopy(document)
-    keys: list[str | int] = [k if k else int(i) for k, i in _STEP.findall(path)]
+    keys = [k if k else int(i) for k, i in _STEP.findall(path)] if isinstance(path, str) else path
     target: Any = result
     for key in keys[:-1]:
         target = target[key]
@@ -78,6 +81,18 @@ def changed(document: dict[str, Any], path: str, value: object) -> dict[str, Any
     else:
         target[keys[-1]] = value
     return result
+
+
+def places(value: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """Every place in ``value`` (containers included) a value may be put, as its keys."""
+    found = [path] if path else []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += places(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += places(item, (*path, index))
+    return found
 
 
 DELETE = object()

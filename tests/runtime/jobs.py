@@ -10,7 +10,11 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 
-def one_role(name: str, commands: list[str], extra: str = "", role: str = "taskrole_1") -> str:
+def one_role(
+    name: str, commands: list[str], extra: str = "", role: str = "taskrole_1", instances: int = 1
+) -> str:
+    """A job of one role whose tasks run ``commands``, each with an ssh port; ``extra`` (YAML)
+    is appended."""
     lines = "\n".join(f"      - {json.dumps(c)}" for c in commands)
     return (
         textwrap.dedent(f"""\
@@ -21,7 +25,7 @@ def one_role(name: str, commands: list[str], extra: str = "", role: str = "taskr
           - {{name: image, type: dockerimage, uri: "python:3.11"}}
         taskRoles:
           {role}:
-            instances: 1
+            instances: {instances}
             dockerImage: image
             resourcePerInstance: {{cpu: 1, memoryMB: 128, gpu: 0, ports: {{ssh: 1}}}}
             commands:

@@ -4,11 +4,9 @@ the tasks of a job, and the sessions get the task's environment."""
 from __future__ import annotations
 
 import getpass
-import json
 import os
 import re
 import subprocess
-import textwrap
 import time
 from pathlib import Path
 
@@ -53,23 +51,7 @@ COMMAND = (
 
 
 def two_tasks(name: str) -> str:
-    return (
-        textwrap.dedent(f"""\
-        protocolVersion: 2
-        name: {name}
-        type: job
-        prerequisites:
-          - {{name: image, type: dockerimage, uri: "python:3.11"}}
-        taskRoles:
-          worker:
-            instances: 2
-            dockerImage: image
-            resourcePerInstance: {{cpu: 1, memoryMB: 128, gpu: 0, ports: {{ssh: 1}}}}
-            commands:
-              - {json.dumps(COMMAND)}
-        """)
-        + SSH_PLUGIN
-    )
+    return one_role(name, [COMMAND], SSH_PLUGIN, role="worker", instances=2)
 
 
 def need_sshd() -> None:

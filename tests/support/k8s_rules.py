@@ -78,31 +78,26 @@ def _value(value: str) -> str:
     return f"Invalid value: {value!r}".replace("'", '"')
 
 
-def check_subdomain(value: str, field: str) -> list[Cause]:
+def _check_name(value: str, field: str, longest: int, pattern: str, rule: str) -> list[Cause]:
+    """The real server's causes for a name longer than ``longest`` or not of ``pattern``."""
     causes = []
-    if len(value) > 253:
-        causes.append(Cause(field, f"{_value(value)}: must be no more than 253 characters"))
-    if not re.fullmatch(DNS1123_SUBDOMAIN, value):
-        causes.append(Cause(field, f"{_value(value)}: {SUBDOMAIN_RULE}"))
+    if len(value) > longest:
+        causes.append(Cause(field, f"{_value(value)}: must be no more than {longest} characters"))
+    if not re.fullmatch(pattern, value):
+        causes.append(Cause(field, f"{_value(value)}: {rule}"))
     return causes
+
+
+def check_subdomain(value: str, field: str) -> list[Cause]:
+    return _check_name(value, field, 253, DNS1123_SUBDOMAIN, SUBDOMAIN_RULE)
 
 
 def check_label(value: str, field: str) -> list[Cause]:
-    causes = []
-    if len(value) > 63:
-        causes.append(Cause(field, f"{_value(value)}: must be no more than 63 characters"))
-    if not re.fullmatch(DNS1123_LABEL, value):
-        causes.append(Cause(field, f"{_value(value)}: {LABEL_RULE}"))
-    return causes
+    return _check_name(value, field, 63, DNS1123_LABEL, LABEL_RULE)
 
 
 def check_dns1035(value: str, field: str) -> list[Cause]:
-    causes = []
-    if len(value) > 63:
-        causes.append(Cause(field, f"{_value(value)}: must be no more than 63 characters"))
-    if not re.fullmatch(DNS1035_LABEL, value):
-        causes.append(Cause(field, f"{_value(value)}: {DNS1035_RULE}"))
-    return causes
+    return _check_name(value, field, 63, DNS1035_LABEL, DNS1035_RULE)
 
 
 def check_labels(labels: dict[str, str], field: str = "metadata.labels") -> list[Cause]:

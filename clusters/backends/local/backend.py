@@ -1,10 +1,10 @@
 """Run tasks as process groups on this machine.
 
-Everything lives on disk under ``root``: each task has a working directory
-``root/<attempt_key>/<role>-<index>[-r<retry>]`` holding ``bootstrap.sh``, ``stdout.log``,
-``stderr.log``, ``task.json`` (pids, start times, GPUs, ports, stop request) and, once the task
-has ended, ``exit_code``. The ref of a task is that directory relative to ``root``, so a new
-backend instance (a restarted worker) finds its running tasks again.
+Everything lives on disk under ``root``: each task has a control directory
+``root/<attempt_key>/<role>-<index>[-r<retry>]`` (``taskdir``). The ref of a task is that
+directory relative to ``root``, so a new backend instance (a restarted worker) finds its running
+tasks again. What a task starts with (script, environment, sandbox, image) is built by
+``launch``, its logs are read by ``logs``.
 
 Each task is detached from the worker (double fork, adopted by init) and runs in a session and
 process group of its own, so that stopping it reaches every process it started. A small wrapper
@@ -15,9 +15,7 @@ exit code (killed together with its wrapper, or the machine restarted) is report
 from __future__ import annotations
 
 import fcntl
-import logging
 import os
-import re
 import shutil
 import signal
 import socket
@@ -28,7 +26,6 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import BinaryIO
 
 from clusters.backends.base import (
     LOG_CHUNK_BYTES,
@@ -36,14 +33,22 @@ from clusters.backends.base import (
     Observation,
     Placement,
     ShellSpec,
-    StorageKind,
     TaskLaunch,
     TaskPhase,
     TaskShape,
     check_file_path,
 )
 from clusters.backends.exits import describe_exit
-from clusters.backends.local import images, sandbox
+from clusters.backends.local import images, logs, sandbox
+from clusters.backends.local.launch import (
+    LocalBackendError,
+    environment,
+    is_sandboxed,
+    prepare_image,
+    refuse_storages,
+    sandbox_command,
+    script_of,
+)
 from clusters.backends.local.process import (
     DEFAULT_LOG_MAX_BYTES,
     TaskRecord,
@@ -54,32 +59,24 @@ from clusters.backends.local.process import (
     spawn_detached,
     start_time_of,
 )
+from clusters.backends.local.taskdir import (
+    IMAGE,
+    MEMORY_MB,
+    OOM_KILLS,
+    SAFE_NAME,
+    WORK,
+    chown_tree,
+    kept_until,
+    parse_time,
+    read_text,
+    write_files,
+    write_private,
+)
 
-_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-STREAMS = ("stdout", "stderr")
 DISAPPEARED = (
     "the task's processes disappeared without an exit code (killed, or the machine restarted)"
 )
-
-
-WORK = "work"  # the task's own directory (PAI_WORK_DIR) in its control directory
-OOM_KILLS = "oom_kills"  # how many processes the memory cgroup's OOM killer killed
-MEMORY_MB = "memory_mb"  # the task's memoryMB, for the out-of-memory diagnostics
-IMAGE = "image"  # the image the task runs in (LOCAL_IMAGES=charliecloud)
-UNSANDBOXED = (
-    "echo \"[portal] this task runs unsandboxed, as the portal's own user with the machine in"
-    ' view (bwrap is missing, or LOCAL_SANDBOX is off)" >&2\n'
-)
-IMAGE_WITHOUT_STORAGES = (
-    'echo "[portal] this task mounts storages, which are not in view inside an image on the'
-    ' local backend: it runs on the system of the machine, not in its dockerImage" >&2\n'
-)
 SANDBOX_READY_SECONDS = 5.0  # how long a terminal waits for a task's sandbox to be set up
-log = logging.getLogger(__name__)
-
-
-class LocalBackendError(RuntimeError):
-    """A task cannot be launched on this machine (e.g. not enough free GPUs)."""
 
 
 class LocalBackend:
@@ -113,7 +110,7 @@ class LocalBackend:
 
     def launch(self, task: TaskLaunch) -> str:
         for part in (task.attempt_key, task.role):
-            if not _NAME.fullmatch(part):
+            if not SAFE_NAME.fullmatch(part):
                 raise ValueError(f"not a safe name for a directory: {part!r}")
         for path in task.files:
             check_file_path(path)
@@ -122,13 +119,10 @@ class LocalBackend:
         ref = f"{task.attempt_key}/{task.role}-{task.index}{suffix}"
         control = self.root / ref
         with self._lock():
-            sandboxed = self._sandboxed(task)
-            # Never silently unsandboxed: the task's log says so first.
-            script = task.script if sandboxed else UNSANDBOXED + task.script
-            if sandboxed and self._wants_image(task) and task.storages:
-                script = IMAGE_WITHOUT_STORAGES + script
+            sandboxed = is_sandboxed(self.sandbox, task)
+            script = script_of(self.sandbox, task, sandboxed)
             old = TaskRecord.load(control / "task.json")
-            if old is not None and _read(control / "bootstrap.sh") == script:
+            if old is not None and read_text(control / "bootstrap.sh") == script:
                 return ref  # already launched (the caller retried): the same task
             if old is not None and old.alive():
                 raise LocalBackendError(f"{ref} is taken by a running task with another script")
@@ -149,15 +143,17 @@ class LocalBackend:
             write_private(control / "bootstrap.sh", script)  # secrets are rendered in
             write_private(control / MEMORY_MB, str(task.memory_mb))
             write_files(work, task.files)
-            image = self._image(task, control) if sandboxed else None
-            env = self._environment(task, work, gpus, identity)
+            image = prepare_image(self.sandbox, task, control) if sandboxed else None
+            env = environment(self.task_path, task, work, gpus, identity)
             if image is not None:  # the task sees its directory where the image has room
                 env["PAI_WORK_DIR"] = env["HOME"] = images.WORK_IN_IMAGE
             command = None
             if sandboxed:
-                command = self._sandbox_command(task, ref, control, gpus, identity, image)
+                command = sandbox_command(
+                    self.sandbox, self.task_path, self.root, task, ref, gpus, identity, image
+                )
             if identity:
-                _chown_tree(work, identity.uid, identity.gid)
+                chown_tree(work, identity.uid, identity.gid)
             ended = ended_marker(self.root, ref)
             ended.parent.mkdir(mode=0o700, exist_ok=True)  # the portal's only, as root too
             ended.unlink(missing_ok=True)  # a relaunch's own end is news again
@@ -176,104 +172,6 @@ class LocalBackend:
             )
             record.save(control / "task.json")
         return ref
-
-    def _sandboxed(self, task: TaskLaunch) -> bool:
-        """Whether the task runs in the sandbox; refuses it when the sandbox tool is missing,
-        unless the owner is an admin (an admin's own task then runs unsandboxed)."""
-        if not self.sandbox.enabled:
-            return False
-        if sandbox.bwrap_path(self.sandbox):
-            return True
-        if task.owner_is_admin:
-            log.warning("bwrap is missing: the admin's task %s runs unsandboxed", task.role)
-            return False
-        raise LocalBackendError(
-            "tasks run in a sandbox and its tool, bwrap (the Debian package bubblewrap), is "
-            "not installed on this machine; an admin installs it (`make install`)"
-        )
-
-    def _wants_image(self, task: TaskLaunch) -> bool:
-        return self.sandbox.images == "charliecloud" and bool(task.image)
-
-    def _image(self, task: TaskLaunch, control: Path) -> str | None:
-        """The image the task runs in (LOCAL_IMAGES=charliecloud and a dockerImage), else None;
-        its registry credentials in a file of the portal's for the pull (images.PULL)."""
-        if not self._wants_image(task) or task.storages:  # no storage in view in an image
-            return None
-        if not shutil.which("ch-image") or not shutil.which("ch-run"):
-            raise LocalBackendError(
-                "tasks run in their dockerImage (LOCAL_IMAGES=charliecloud) and Charliecloud "
-                "(ch-image, ch-run) is not installed on this machine; an admin installs it "
-                "(`make charliecloud`)"
-            )
-        write_private(control / IMAGE, task.image)
-        if task.pull_secret:
-            write_private(
-                control / images.REGISTRY_AUTH, images.registry_auth_file(task.pull_secret)
-            )
-        return task.image
-
-    def _sandbox_command(
-        self,
-        task: TaskLaunch,
-        ref: str,
-        control: Path,
-        gpus: list[int] | None,
-        identity: sandbox.TaskIdentity | None,
-        image: str | None = None,
-    ) -> list[str]:
-        passwd_file = "/etc/passwd"  # noqa: S105 - the system's, as it is
-        if identity is not None:
-            write_private(control / sandbox.PASSWD, sandbox.passwd_with(identity))
-            passwd_file = str(control / sandbox.PASSWD)
-        procs = sandbox.create_cgroups(self.sandbox.cgroup_root, ref, task.memory_mb, task.cpu)
-        limits = [] if procs else sandbox.memory_rlimit(task.memory_mb)
-        bootstrap = control / "bootstrap.sh"
-        storage = self.sandbox.image_storage
-        image_dir = str(images.image_dir(storage, image)) if image else None
-        gates = {}
-        if identity is not None:
-            sources = sandbox.bind_sources(self.sandbox, control / WORK, task.storages)
-            gates = sandbox.make_gates(ref, [*sources, *([image_dir] if image_dir else [])])
-        args = sandbox.bwrap_args(
-            self.sandbox,
-            self.task_path,
-            control / WORK,
-            bootstrap,
-            gpus,
-            task.storages,
-            task.shm_mb,
-            passwd=identity is not None,
-            gates=gates,
-            task_root=self.root,  # the other tasks' directories
-            image=(image_dir, images.IMAGE_MOUNT) if image_dir else None,
-            command=images.enter_command(bootstrap, control / WORK) if image else None,
-        )
-        privileges = sandbox.drop_privileges(identity)
-        command = sandbox.task_command(
-            bootstrap, passwd_file, procs, [*limits, *privileges], args, gates
-        )
-        if image is None:
-            return command
-        return images.pull_command(storage, image, command)
-
-    def _environment(
-        self,
-        task: TaskLaunch,
-        work: Path,
-        gpus: list[int] | None,
-        identity: sandbox.TaskIdentity | None,
-    ) -> dict[str, str]:
-        """The task's environment, built from nothing: none of the portal's own variables
-        (database URL, secret key, passwords) reaches a task."""
-        env = {"PATH": self.task_path, "LANG": "C.UTF-8", "HOME": str(work)}
-        if identity is not None:
-            env["USER"] = env["LOGNAME"] = identity.name
-        env.update(task.env)
-        env.setdefault("PAI_WORK_DIR", str(work))
-        if gpus is not None:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
-        return env
 
     def _choose_gpus(self, count: int) -> list[int] | None:
         """Free GPU indices for a task asking for ``count``; None on a machine without GPUs."""
@@ -305,7 +203,7 @@ class LocalBackend:
             return Observation(ref, TaskPhase.GONE)
         ended = self._ended(ref, workdir, record)
         if ended is None and record.alive():
-            stop_at = _parse_time(record.stop_requested_at)
+            stop_at = parse_time(record.stop_requested_at)
             if stop_at and (datetime.now(UTC) - stop_at).total_seconds() > self.stop_grace_seconds:
                 _signal_task(workdir, record, signal.SIGKILL)
             return self._seen(ref, record, TaskPhase.RUNNING)
@@ -330,7 +228,7 @@ class LocalBackend:
         if code == 0:
             return self._seen(ref, record, TaskPhase.SUCCEEDED, "", 0, finished_at)
         diagnostics = describe_exit(code)
-        pulled = _read(workdir / IMAGE)
+        pulled = read_text(workdir / IMAGE)
         if pulled and (failure := images.pull_failure(workdir, pulled)):
             diagnostics = failure
         if record.sandboxed and (kills := self._oom_kills(ref, workdir)):
@@ -358,7 +256,7 @@ class LocalBackend:
             node=socket.gethostname(),
             exit_code=exit_code,
             diagnostics=diagnostics,
-            started_at=_parse_time(record.started_at),
+            started_at=parse_time(record.started_at),
             finished_at=finished_at,
         )
 
@@ -378,40 +276,15 @@ class LocalBackend:
             _signal_task(workdir, record, signal.SIGTERM)
 
     def read_log(self, ref: str, stream: str, tail_bytes: int | None = None) -> bytes:
-        if stream not in STREAMS:
-            raise ValueError(f"stream must be one of {STREAMS}, not {stream!r}")
-        if tail_bytes is not None and tail_bytes < 0:
-            raise ValueError("tail_bytes must not be negative")
-        path = self._workdir(ref) / f"{stream}.log"
-        try:
-            with path.open("rb") as f:
-                if tail_bytes is not None:
-                    size = f.seek(0, os.SEEK_END)
-                    f.seek(max(0, size - tail_bytes))
-                return f.read()
-        except FileNotFoundError:
-            return b""
+        return logs.read_log(self._workdir(ref), stream, tail_bytes)
 
     def read_log_head(self, ref: str, stream: str, head_bytes: int) -> bytes:
-        if stream not in STREAMS:
-            raise ValueError(f"stream must be one of {STREAMS}, not {stream!r}")
-        try:
-            with (self._workdir(ref) / f"{stream}.log").open("rb") as f:
-                return f.read(max(0, head_bytes))
-        except FileNotFoundError:
-            return b""
+        return logs.read_log_head(self._workdir(ref), stream, head_bytes)
 
     def log_chunks(
         self, ref: str, stream: str, chunk_bytes: int = LOG_CHUNK_BYTES
     ) -> Iterator[bytes]:
-        if stream not in STREAMS:
-            raise ValueError(f"stream must be one of {STREAMS}, not {stream!r}")
-        path = self._workdir(ref) / f"{stream}.log"
-        try:
-            log = path.open("rb")
-        except FileNotFoundError:
-            return iter(())
-        return _chunks_of(log, chunk_bytes)
+        return logs.log_chunks(self._workdir(ref), stream, chunk_bytes)
 
     def shell(self, ref: str) -> ShellSpec | None:
         """A login-less shell in the task's directory with the task's own environment (read
@@ -439,7 +312,7 @@ class LocalBackend:
         env["TERM"] = "xterm-256color"
         if record.sandboxed:
             image = None
-            if _read(workdir / IMAGE):  # the shell lands in the task's image, as the task did
+            if read_text(workdir / IMAGE):  # the shell lands in the task's image, as the task did
                 deadline = time.monotonic() + SANDBOX_READY_SECONDS
                 while not (inner := sandbox.image_process(shell_pid)):
                     if time.monotonic() > deadline or not record.alive():
@@ -474,12 +347,12 @@ class LocalBackend:
                 if (
                     not attempt.is_dir()
                     or attempt.name in keep
-                    or not _NAME.fullmatch(attempt.name)
+                    or not SAFE_NAME.fullmatch(attempt.name)
                 ):
                     continue
                 left = False
                 for workdir in sorted(p for p in attempt.iterdir() if p.is_dir()):
-                    if _kept_until(workdir / WORK) > now:
+                    if kept_until(workdir / WORK) > now:
                         left = True
                         continue
                     record = TaskRecord.load(workdir / "task.json")
@@ -504,7 +377,7 @@ class LocalBackend:
 
     def _oom_kills(self, ref: str, workdir: Path) -> int:
         """The OOM kills of an ended task, kept in its directory once its cgroups are gone."""
-        saved = _read(workdir / OOM_KILLS)
+        saved = read_text(workdir / OOM_KILLS)
         if saved is not None:
             return int(saved) if saved.strip().isdigit() else 0
         kills = sandbox.oom_kills(self.sandbox.cgroup_root, ref)
@@ -513,7 +386,7 @@ class LocalBackend:
         return kills
 
     def _memory_mb(self, workdir: Path) -> str:
-        return (_read(workdir / MEMORY_MB) or "?").strip()
+        return (read_text(workdir / MEMORY_MB) or "?").strip()
 
     def work_dir(self, ref: str) -> Path:
         """The task's own directory (``PAI_WORK_DIR``), in its control directory."""
@@ -522,7 +395,7 @@ class LocalBackend:
     def _workdir(self, ref: str) -> Path:
         """The working directory of ``ref``; ValueError when the ref would leave ``root``."""
         parts = ref.split("/")
-        if len(parts) != 2 or not all(_NAME.fullmatch(p) for p in parts):
+        if len(parts) != 2 or not all(SAFE_NAME.fullmatch(p) for p in parts):
             raise ValueError(f"not a local task ref: {ref!r}")
         return self.root / parts[0] / parts[1]
 
@@ -574,72 +447,3 @@ def _signal_group(record: TaskRecord, sig: signal.Signals) -> None:
         return
     with suppress(ProcessLookupError, PermissionError):
         os.killpg(record.pgid, sig)
-
-
-def refuse_storages(task: TaskLaunch) -> None:
-    """Only directories of this machine can be mounted here (linked by the script)."""
-    for store in task.storages:
-        if store.kind != StorageKind.LOCAL_DIR:
-            raise LocalBackendError(
-                f"storage {store.name!r} is a {store.kind} storage; the local backend can only "
-                "mount local-dir storages (ask an admin, or run the job on Kubernetes)"
-            )
-        if not store.path:
-            raise LocalBackendError(f"storage {store.name!r} has no directory configured")
-
-
-def write_files(workdir: Path, files: dict[str, str]) -> None:
-    """The task's secret files, readable by their owner only (directories 700, files 600)."""
-    for relative, content in files.items():
-        path = workdir / check_file_path(relative)
-        for parent in reversed(path.relative_to(workdir).parents[:-1]):
-            (workdir / parent).mkdir(mode=0o700, exist_ok=True)
-        write_private(path, content)
-
-
-def write_private(path: Path, content: str) -> None:
-    """``path`` holding ``content``, readable and writable by its owner only (mode 600)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(content)
-    os.chmod(path, 0o600)
-
-
-def _chown_tree(top: Path, uid: int, gid: int) -> None:
-    """``top`` and everything in it owned by the task's uid (its own working directory)."""
-    os.chown(top, uid, gid)
-    for path in top.rglob("*"):
-        os.chown(path, uid, gid, follow_symlinks=False)
-
-
-def _kept_until(workdir: Path) -> float:
-    """The epoch second the debug plugin keeps ``workdir`` until (0: not kept)."""
-    text = _read(workdir / ".keep_until") or ""
-    try:
-        return float(text.strip())
-    except ValueError:
-        return 0.0
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None
-
-
-def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
-
-
-def _chunks_of(log: BinaryIO, chunk_bytes: int) -> Iterator[bytes]:
-    """The file's chunks up to its end as it is when read; closed at the end or when the
-    consumer stops early."""
-    with log:
-        while chunk := log.read(chunk_bytes):
-            yield chunk
