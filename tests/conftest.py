@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -180,3 +181,14 @@ def async_client_for():
         return client
 
     return make
+
+
+@pytest.fixture
+def two_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake ``nvidia-smi`` on PATH that reports two GPUs."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nprintf '0, Tesla T4\\n1, Tesla T4\\n'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")

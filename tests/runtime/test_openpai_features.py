@@ -26,12 +26,10 @@ from clusters import capacity
 from clusters.models import Storage
 from jobs.models import Job, Task
 from jobs.states import JobState
-from tests.backends.test_local import two_gpus
 from tests.jobs.helpers import settle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-__all__ = ["two_gpus"]  # the fake nvidia-smi fixture of the local backend's tests
 
 FEATURES = Path(__file__).with_name("openpai_features")
 
