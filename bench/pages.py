@@ -91,10 +91,10 @@ def fill() -> None:
         )
         cursor.execute(
             """INSERT INTO jobs_task (attempt_id, role, index, state, address, ip, ports,
-                 diagnostics, retries, backend_ref, node, stop_requested, created_at,
-                 started_at, exit_spec)
+                 diagnostics, retries, accountable_retries, backend_ref, node, stop_requested,
+                 created_at, started_at, exit_spec)
                SELECT a.id, 'worker', i, a.state, '10.0.0.' || i, '10.0.0.' || i,
-                 jsonb_build_object('http', jsonb_build_array(20000 + i)), '', 0, '',
+                 jsonb_build_object('http', jsonb_build_array(20000 + i)), '', 0, 0, '',
                  'node' || (a.id %% 16), false, a.created_at, a.created_at, '{}'::jsonb
                FROM jobs_jobattempt a, generate_series(0, %s) AS i""",
             [TASKS_PER_JOB - 1],
