@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -16,6 +17,31 @@ from django.test import Client
 from clusters import registry
 from clusters.backends.local import LocalBackend
 from jobs.lifecycle.passes import LAST_RUN_KEY
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's, with every session on the test database ended before it is dropped:
+    the pool keeps a connection open (``min_size``), and a thread a test started may end
+    holding one; PostgreSQL refuses to drop a database someone is connected to, so it was left
+    behind, with a warning, at the end of every run."""
+    from django.db import connections
+
+    yield
+    default = connections["default"]
+    if default.vendor != "postgresql":
+        return
+    name = default.settings_dict["NAME"]
+    for connection in connections.all():
+        connection.close()
+        if getattr(connection, "pool", None) is not None:
+            connection.close_pool()
+    with django_db_blocker.unblock(), default._nodb_cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()",
+            [name],
+        )
 
 
 @pytest.fixture(autouse=True, scope="session")
