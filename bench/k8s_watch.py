@@ -91,8 +91,9 @@ class PageListener:
 
 
 class Watcher:
-    """``watchcluster``'s loop in a thread, the wake-up running the pass at once; it keeps the
-    CPU time of each batch read and of each pass."""
+    """``watchcluster``'s ``follow`` in a thread, recording the changed tasks as it does and
+    then running the pass at once; it keeps the CPU time of each batch read and of each
+    pass."""
 
     def __init__(self, backend: Any) -> None:
         from jobs.lifecycle.passes import reconcile
@@ -108,21 +109,24 @@ class Watcher:
     def run(self) -> None:
         from django.db import connection
 
+        from jobs.management.commands.watchcluster import follow, wake_for
         from jobs.wakeup import redis_client
 
         client = redis_client(os.environ["REDIS_URL"])
         mark = time.thread_time()
-        for changes in self.backend.watch(self.stop):
+
+        def wake(changes: Any) -> None:  # what watchcluster does, then the pass at once
+            nonlocal mark
             self.read_cpu.append(time.thread_time() - mark)  # reading and mapping this batch
-            if changes.observations or changes.resync:
-                client.delete("portal:reconcile:queued")
-                start = time.thread_time()
-                self.reconcile(self.backend)
-                self.pass_cpu.append(time.thread_time() - start)
+            wake_for(changes)
+            client.delete("portal:reconcile:queued")
+            start = time.thread_time()
+            self.reconcile(self.backend)
+            self.pass_cpu.append(time.thread_time() - start)
             self.batches += 1
-            if self.stop.is_set():
-                break
             mark = time.thread_time()
+
+        follow(self.backend, self.stop, wake)
         connection.close()
 
 
@@ -185,7 +189,7 @@ def main() -> None:
             api = api_client_for(client.Configuration(host=url))
             backend = KubernetesBackend(api, K8sOptions(namespace="default"))
             registry.get_backend = lambda backend=backend: backend  # what CLUSTER_BACKEND gives
-            roomy = {"allocatable": {"cpu": "100000", "memory": "100000Ti"}}
+            roomy = {"allocatable": {"cpu": "100000", "memory": "1000Ti"}}
             cluster.nodes = [{"metadata": {"name": "node-1"}, "spec": {}, "status": roomy}]
             if live:
                 job_text = JOB.replace("instances: 1", f"instances: {PER_JOB}")
