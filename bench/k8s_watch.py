@@ -8,7 +8,7 @@ database ``bench_k8s_watch`` of the server at ``BENCH_PG``) and channels-redis (
   as an idle worker would take the queued task: the Celery hop, one Redis push and pop, is not
   in the figure) saves the change and publishes the news; the clock stops when the job page's
   channel group receives the message that makes the page show it. Median and worst of 20, with
-  few live pods and with 10,000.
+  few live pods and with 10,000 (``BENCH_LIVE``; ``BENCH_SAMPLES``, ``BENCH_DB``).
 - cost at 10,000 live pods: the watcher's CPU for one pod event (read, parse, observe), and the
   CPU the pass that event wakes takes in the worker (thread CPU time, the database's excluded).
 """
@@ -34,10 +34,10 @@ from bench._kubernetes import (  # noqa: E402
     use_own_databases,
 )
 
-DATABASE = "bench_k8s_watch"
+DATABASE = os.environ.get("BENCH_DB", "bench_k8s_watch")
 use_own_databases(DATABASE, redis_db=13)
-SAMPLES = 20
-LIVE = 10_000
+SAMPLES = int(os.environ.get("BENCH_SAMPLES", "20"))
+LIVE = int(os.environ.get("BENCH_LIVE", "10000"))  # small ones for the suite's check
 JOB = """protocolVersion: 2
 name: bench
 type: job

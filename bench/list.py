@@ -1,10 +1,11 @@
 """``GET /api/v2/jobs`` latency with 100,000 jobs: 8 concurrent clients, PostgreSQL, daphne.
 
-Makes a fresh database ``bench_list`` on the PostgreSQL at ``BENCH_PG`` (default the local
-one), bulk-creates ``BENCH_JOBS`` (default 100,000) jobs of 100 users, starts the portal and
-serves it as ``make run`` does (a daphne process per core on one socket) and has 8 clients,
-each signed in as a user of its own, list jobs for ``BENCH_SECONDS`` (default 10): the first
-page newest first, and a page filtered by user and state. Prints median and p99, headline last.
+Makes a fresh database ``bench_list`` (``BENCH_DB``) on the PostgreSQL at ``BENCH_PG`` (default
+the local one), bulk-creates ``BENCH_JOBS`` (default 100,000) jobs of 100 users, starts the
+portal and serves it as ``make run`` does (a daphne process per core on one socket) and has
+8 clients, each signed in as a user of its own, list jobs for ``BENCH_SECONDS`` (default 10):
+the first page newest first, and a page filtered by user and state. Prints median and p99,
+headline last.
 
 A client per user: DRF's rate limit keeps each user's recent request times and reads and writes
 them on every call, so one user making every request measured the length of that list rather
@@ -26,7 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-DB_URL = f"{PG}/bench_list"
+DB = os.environ.get("BENCH_DB", "bench_list")  # another name for runs side by side
+DB_URL = f"{PG}/{DB}"
 CLIENTS = 8
 SECONDS = float(os.environ.get("BENCH_SECONDS", "10"))
 JOBS = int(os.environ.get("BENCH_JOBS", "100000"))
@@ -124,8 +126,8 @@ def main() -> None:
         "REDIS_URL": os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/15"),
         "API_RATE_USER": "1000000/minute",  # measure the server, not the rate limit
     }
-    sh("psql", f"{PG}/postgres", "-qc", "DROP DATABASE IF EXISTS bench_list")
-    sh("psql", f"{PG}/postgres", "-qc", "CREATE DATABASE bench_list")
+    sh("psql", f"{PG}/postgres", "-qc", f"DROP DATABASE IF EXISTS {DB}")
+    sh("psql", f"{PG}/postgres", "-qc", f"CREATE DATABASE {DB}")
     sh(sys.executable, "manage.py", "migrate", "-v0", env=env)
     seed(env)
     sh("psql", DB_URL, "-qc", "ANALYZE")

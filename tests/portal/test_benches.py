@@ -1,0 +1,59 @@
+"""The benchmarks of ``make bench`` still run, at sizes small enough for the suite: one rotted
+unseen for a session (``bench/k8s_watch.py`` woke passes that observed nothing and never
+ended). Each makes a database of its own on the tests' PostgreSQL server and prints its
+headline last; the figures themselves are ``make bench``'s, not the suite's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHES = {
+    "k8s_watch.py": ({"BENCH_LIVE": "100", "BENCH_SAMPLES": "3"}, "the pass it wakes"),
+    "list.py": ({"BENCH_JOBS": "300", "BENCH_SECONDS": "1"}, "median list latency"),
+    "pages.py": ({"BENCH_JOBS": "200", "BENCH_ROUNDS": "5"}, "worst median"),
+    "submit.py": ({"BENCH_SECONDS": "1"}, "submissions per second"),
+}
+
+
+def server_url() -> str:
+    """``postgres://user@host:port`` of the tests' database."""
+    database = settings.DATABASES["default"]
+    user, host, port = database["USER"], database["HOST"], database["PORT"]
+    return f"postgres://{user}@{host}:{port}"
+
+
+@pytest.mark.parametrize("script", sorted(BENCHES))
+def test_the_benchmark_runs_and_prints_its_headline(script: str, tmp_path: Path) -> None:
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        pytest.skip("the benchmarks measure PostgreSQL; this run is on SQLite")
+    knobs, headline = BENCHES[script]
+    name = f"test_bench_{script.removesuffix('.py')}"
+    env = {
+        **os.environ,
+        **knobs,
+        "BENCH_PG": server_url(),
+        "BENCH_DB": name,
+        "BENCH_REDIS": "redis://127.0.0.1:6379/14",
+        "BENCH_VAR_DIR": str(tmp_path),
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, f"bench/{script}"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert headline in done.stdout.strip().splitlines()[-1], done.stdout[-2000:]
+    finally:
+        drop = f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        subprocess.run(["psql", f"{server_url()}/postgres", "-qc", drop], check=False)
