@@ -45,7 +45,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-DATABASE = "bench_e2e"
+DATABASE = os.environ.get("BENCH_DB", "bench_e2e")  # another name for runs side by side
 CLIENTS = 8
 RUNS = 10
 PASSWORD = "bench-password"

@@ -11,6 +11,7 @@ headline last.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 from bench._kubernetes import populate_running, setup_django, use_own_databases  # noqa: E402
 
-DATABASE = "bench_reconcile"
+DATABASE = os.environ.get("BENCH_DB", "bench_reconcile")  # another name for runs side by side
 use_own_databases(DATABASE, redis_db=14)
 JOB = """protocolVersion: 2
 name: bench
