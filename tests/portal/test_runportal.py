@@ -67,19 +67,20 @@ def answers(url: str) -> bool:
         return False
 
 
-def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
-    """The web server answers on the one port (also once started again: it inherits the same
-    listening socket), and the listener of ended tasks is one of the children too."""
+def start_runportal(
+    tmp_path: Path, web_processes: int
+) -> tuple[subprocess.Popen[str], Output, int]:
+    """``manage.py runportal`` on SQLite under ``tmp_path``, on a free port, with a REDIS_URL
+    nothing answers (it starts a private redis-server of its own)."""
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "PORTAL_VAR_DIR": str(tmp_path),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'portal.sqlite3'}",
-        # Nothing answers there: runportal starts a private redis-server of its own.
         "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
         "SECRET_KEY": "runportal-test",
         "PORTAL_ADMIN_PASSWORD": "runportal-test-pw",
-        "WEB_PROCESSES": "1",
+        "WEB_PROCESSES": str(web_processes),
     }
     port = free_port()
     portal = subprocess.Popen(
@@ -90,7 +91,13 @@ def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
     )
-    output = Output(portal)
+    return portal, Output(portal), port
+
+
+def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
+    """The web server answers on the one port (also once started again: it inherits the same
+    listening socket), and the listener of ended tasks is one of the children too."""
+    portal, output, port = start_runportal(tmp_path, web_processes=1)
     try:
         redis_pid = int(output.wait_for(r"redis: started, pid (\d+)")[1])
         web_pid = int(output.wait_for(r"web-1: started, pid (\d+)")[1])
@@ -151,26 +158,7 @@ def test_the_private_redis_answers_only_with_its_password(settings, tmp_path, mo
 def test_a_killed_runportal_leaves_no_process_behind(tmp_path):
     """runportal killed outright (SIGKILL, the OOM killer) cannot stop its children itself:
     they are told by the kernel, and the port, the private Redis and the database are let go."""
-    env = {
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
-        "PORTAL_VAR_DIR": str(tmp_path),
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'portal.sqlite3'}",
-        "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
-        "SECRET_KEY": "runportal-test",
-        "PORTAL_ADMIN_PASSWORD": "runportal-test-pw",
-        "WEB_PROCESSES": "2",
-    }
-    port = free_port()
-    portal = subprocess.Popen(
-        [sys.executable, "manage.py", "runportal", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    output = Output(portal)
+    portal, output, port = start_runportal(tmp_path, web_processes=2)
     try:
         names = ("redis", "web-1", "web-2", "worker", "beat", "watcher")
         pids = {name: int(output.wait_for(rf"{name}: started, pid (\d+)")[1]) for name in names}
