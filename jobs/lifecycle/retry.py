@@ -20,6 +20,10 @@ from jobs.models import Job, JobAttempt, Task
 from jobs.states import JobState, TaskState
 
 
+def task_retry_count(job: Job, role: str) -> int:
+    return int(job.protocol["taskRoles"][role].get("taskRetryCount", 0))
+
+
 def retry_tasks(job: Job, attempt: JobAttempt, tasks: list[TaskRow]) -> None:
     """Send failed tasks with retries left back to WAITING; they launch in the next pass."""
     due = [
@@ -27,13 +31,12 @@ def retry_tasks(job: Job, attempt: JobAttempt, tasks: list[TaskRow]) -> None:
         for task in tasks
         if task.state == TaskState.FAILED
         and not task.stop_requested
-        and task.retries < job.protocol["taskRoles"][task.role].get("taskRetryCount", 0)
+        and task.retries < task_retry_count(job, task.role)
     ]
     if not due:
         return
     specs = dict(Task.objects.filter(id__in=[t.id for t in due]).values_list("id", "exit_spec"))
     for task in due:
-        allowed = job.protocol["taskRoles"][task.role].get("taskRetryCount", 0)
         accountable = spec_retry_cause(specs.get(task.id)) == "user"
         moved = Task.objects.filter(
             id=task.id, state=TaskState.FAILED, retries=task.retries
@@ -48,7 +51,8 @@ def retry_tasks(job: Job, attempt: JobAttempt, tasks: list[TaskRow]) -> None:
             record(
                 job.id,
                 "task",
-                f"{task.role}-{task.index} retry {task.retries + 1} of {allowed} "
+                f"{task.role}-{task.index} retry {task.retries + 1} of "
+                f"{task_retry_count(job, task.role)} "
                 f"after: {task.diagnostics or f'exit code {task.exit_code}'}",
                 attempt.number,
                 f"{task.role}-{task.index}",
