@@ -8,6 +8,7 @@ from pathlib import Path
 from django.conf import settings
 
 from clusters.backends.base import Backend
+from clusters.backends.local.firewall import FirewallConfig
 from clusters.backends.local.sandbox import SandboxConfig
 
 
@@ -25,6 +26,7 @@ def get_backend() -> Backend:
             log_max_bytes=settings.LOCAL_TASK_LOG_MAX_BYTES,
             sandbox_config=local_sandbox(),
             task_path=settings.LOCAL_TASK_PATH,
+            firewall=local_firewall(),
         )
     if settings.CLUSTER_BACKEND == "kubernetes":
         return kubernetes_backend()
@@ -39,11 +41,26 @@ def local_sandbox() -> SandboxConfig:
     return SandboxConfig(
         enabled=settings.LOCAL_SANDBOX,
         uid_base=settings.LOCAL_TASK_UID_BASE,
+        pids_max=settings.LOCAL_TASK_PIDS_MAX,
+        disk_mb=settings.LOCAL_TASK_DISK_MB,
+        nofile=settings.LOCAL_TASK_NOFILE,
+        require_limits=settings.LOCAL_REQUIRE_LIMITS,
         hidden=tuple(dict.fromkeys(str(p) for p in hidden if str(p) != "/")),
         shared=tuple(settings.LOCAL_SANDBOX_SHARED),
         bwrap=settings.LOCAL_SANDBOX_BWRAP,
         images=settings.LOCAL_IMAGES,
         image_storage=settings.LOCAL_IMAGE_STORAGE,
+    )
+
+
+def local_firewall() -> FirewallConfig:
+    """What of this host the local tasks reach (clusters/backends/local/firewall.py): their
+    jobs' ports, the portal's public port (PORT) and LOCAL_TASK_OPEN_PORTS, DNS."""
+    return FirewallConfig(
+        mode=settings.LOCAL_FIREWALL,
+        table=settings.LOCAL_FIREWALL_TABLE,
+        uid_base=settings.LOCAL_TASK_UID_BASE,
+        open_ports=(settings.PORT, *map(int, settings.LOCAL_TASK_OPEN_PORTS)),
     )
 
 

@@ -235,6 +235,31 @@ LOCAL_KEEP_FINISHED_HOURS = env_int("LOCAL_KEEP_FINISHED_HOURS", 7 * 24, minimum
 LOCAL_SANDBOX = env_bool("LOCAL_SANDBOX", True)
 LOCAL_SANDBOX_BWRAP = env_str("LOCAL_SANDBOX_BWRAP", "bwrap")  # its name on PATH, or its path
 LOCAL_TASK_UID_BASE = env_int("LOCAL_TASK_UID_BASE", 200_000, minimum=1000)
+# The kernel's limits of every local task (cgroup v2 or v1 and a file system per working
+# directory, as root): processes and threads, disk (working directory; /tmp holds as much), open
+# files per process. Where one cannot be enforced, other users' tasks are refused unless
+# LOCAL_REQUIRE_LIMITS=false; an admin's own tasks run. The start-up output says which hold.
+LOCAL_TASK_PIDS_MAX = env_int("LOCAL_TASK_PIDS_MAX", 4096, minimum=16)
+LOCAL_TASK_DISK_MB = env_int("LOCAL_TASK_DISK_MB", 10_240, minimum=0)
+LOCAL_TASK_NOFILE = env_int("LOCAL_TASK_NOFILE", 65_536, minimum=64)
+LOCAL_REQUIRE_LIMITS = env_bool("LOCAL_REQUIRE_LIMITS", True)
+# The port the portal serves HTTP on (runportal's --port sets it for its processes; compose's
+# 8000): local tasks reach it, as any browser would.
+PORT = env_int("PORT", 8000, minimum=1)
+# The network of local tasks (clusters/backends/local/firewall.py). "auto": as root with nft, an
+# nftables table keeps them from every port of this host but their jobs', PORT,
+# LOCAL_TASK_OPEN_PORTS and DNS; "on": no task starts where it cannot be set; "off": tasks reach
+# all of this host's ports. LOCAL_FIREWALL_TABLE: the nftables table (family inet) it keeps.
+LOCAL_FIREWALL = env_str("LOCAL_FIREWALL", "auto")
+if LOCAL_FIREWALL not in ("auto", "on", "off"):
+    raise ImproperlyConfigured(f"LOCAL_FIREWALL must be auto, on or off, not {LOCAL_FIREWALL!r}")
+LOCAL_FIREWALL_TABLE = env_str("LOCAL_FIREWALL_TABLE", "portal_tasks")
+LOCAL_TASK_OPEN_PORTS = env_list("LOCAL_TASK_OPEN_PORTS", [])  # e.g. 80,443 (a proxy's)
+if not all(p.isdigit() and 0 < int(p) < 65536 for p in LOCAL_TASK_OPEN_PORTS):
+    raise ImproperlyConfigured(f"LOCAL_TASK_OPEN_PORTS: not ports: {LOCAL_TASK_OPEN_PORTS!r}")
+# Where tasks could reach a Redis or database of the portal's that wants no password (no
+# firewall: not root, no nft), the portal refuses to start (portal.E006) unless this is true.
+LOCAL_ALLOW_OPEN_SERVICES = env_bool("LOCAL_ALLOW_OPEN_SERVICES", False)
 # LOCAL_IMAGES=charliecloud: a local task with a dockerImage runs in it (ch-image pulls it into
 # LOCAL_IMAGE_STORAGE, ch-run enters it in the sandbox); empty: the image is not used.
 LOCAL_IMAGES = env_str("LOCAL_IMAGES", "")

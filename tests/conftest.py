@@ -210,11 +210,18 @@ def async_client_for():
 
 
 @pytest.fixture
-def two_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fake ``nvidia-smi`` on PATH that reports two GPUs."""
+def two_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A fake ``nvidia-smi`` on PATH that reports two GPUs, as its ``--query-gpu=index,name,
+    uuid,pci.bus_id`` writes them (the lines, returned). The driver's minor numbers are not
+    its indices on every machine: tests/backends/test_gpus.py fakes the driver's files."""
+    lines = [
+        "0, Tesla T4, GPU-0a1b2c3d-0000-4000-8000-000000000001, 00000000:3B:00.0",
+        "1, Tesla T4, GPU-0a1b2c3d-0000-4000-8000-000000000002, 00000000:AF:00.0",
+    ]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "nvidia-smi"
-    fake.write_text("#!/bin/sh\nprintf '0, Tesla T4\\n1, Tesla T4\\n'\n")
+    fake.write_text("#!/bin/sh\ncat <<'EOF'\n" + "\n".join(lines) + "\nEOF\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return lines

@@ -227,6 +227,17 @@ class SupportsNodes(Protocol):
 
 
 @runtime_checkable
+class SupportsLimits(Protocol):
+    """Optional methods of a backend that enforces a task's limits itself (the local one):
+    ``describe_limits`` a line each on what holds on this host (start-up output, the admin's
+    Nodes page), ``unlimited`` the limits a task would run without (the job page says so)."""
+
+    def describe_limits(self) -> list[str]: ...
+
+    def unlimited(self) -> list[str]: ...
+
+
+@runtime_checkable
 class SupportsCleanup(Protocol):
     """An optional method of a backend: remove what is left of attempts no longer needed.
 

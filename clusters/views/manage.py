@@ -17,11 +17,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from clusters import vc_changes
+from clusters.backends.base import SupportsLimits
 from clusters.capacity import total
 from clusters.forms import NewUserForm, UserAccessForm, VirtualClusterForm
 from clusters.models import DefaultVirtualCluster, Node, VirtualCluster
 from clusters.overview import overview
 from clusters.quota import Resources
+from clusters.registry import get_backend
 from jobs.models import Task
 from jobs.states import LIVE_TASK_STATES
 
@@ -128,4 +130,7 @@ def nodes(request: HttpRequest) -> HttpResponse:
     for view in views:
         used = used + view.used + view.borrowed
     context = {"nodes": rows, "capacity": total(rows), "used": used}
+    backend = get_backend()
+    if isinstance(backend, SupportsLimits):  # what the kernel holds tasks to on this host
+        context["limits"], context["unlimited"] = backend.describe_limits(), backend.unlimited()
     return render(request, "clusters/manage_nodes.html", context)

@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from clusters.backends.base import SupportsLimits
 from clusters.registry import get_backend
 from jobs import lifecycle
 from jobs.access import job_for, job_view_for, summary_reason
@@ -93,6 +94,8 @@ def job_detail(request: HttpRequest, username: str, name: str) -> HttpResponse:
     context["backend_name"] = get_backend().name
     # The local backend runs a task in its image only with LOCAL_IMAGES=charliecloud.
     context["image_unused"] = context["backend_name"] == "local" and not settings.LOCAL_IMAGES
+    backend = get_backend()
+    context["unlimited"] = backend.unlimited() if isinstance(backend, SupportsLimits) else []
     context["ws_path"] = f"/ws/jobs/{job.id}/"
     return render(request, "jobs/detail.html", context)
 

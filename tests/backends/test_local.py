@@ -298,7 +298,9 @@ def test_capacity_reports_this_machine(backend: LocalBackend) -> None:
 @pytest.mark.usefixtures("two_gpus")
 def test_tasks_get_distinct_free_gpus_and_cpu_tasks_see_none(backend: LocalBackend) -> None:
     assert backend.capacity().gpus == {"Tesla T4": 2}
-    script = 'echo "[$CUDA_VISIBLE_DEVICES]"\nwhile [ ! -e go ]; do sleep 0.05; done\n'
+    # The host's index, and CUDA's in the sandbox (which holds the task's GPU alone).
+    script = 'echo "[$NVIDIA_VISIBLE_DEVICES/$CUDA_VISIBLE_DEVICES]"\n'
+    script += "while [ ! -e go ]; do sleep 0.05; done\n"
     first = launch(backend, script, index=0, gpu=1)
     second = launch(backend, script, index=1, gpu=1)
     cpu_only = launch(backend, script, index=2, gpu=0)
@@ -307,13 +309,13 @@ def test_tasks_get_distinct_free_gpus_and_cpu_tasks_see_none(backend: LocalBacke
     for ref in (first, second, cpu_only):
         wait_for(lambda ref=ref: backend.read_log(ref, "stdout"))  # type: ignore[misc]
     logs = {ref: backend.read_log(ref, "stdout") for ref in (first, second, cpu_only)}
-    assert sorted([logs[first], logs[second]]) == [b"[0]\n", b"[1]\n"]
-    assert logs[cpu_only] == b"[]\n"
+    assert sorted([logs[first], logs[second]]) == [b"[0/0]\n", b"[1/0]\n"]
+    assert logs[cpu_only] == b"[void/]\n"
     for ref in (first, second, cpu_only):
         (backend.work_dir(ref) / "go").touch()
         wait_until_ended(backend, ref)
     fourth = launch(backend, script, index=3, gpu=2)  # the GPUs are free again
-    assert backend.read_log(fourth, "stdout") in (b"", b"[0,1]\n")
+    assert backend.read_log(fourth, "stdout") in (b"", b"[0,1/0,1]\n")
     backend.stop([fourth])
 
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.core.checks import run_checks
+
+from portal.checks import open_database
+from tests.support.servers import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,3 +85,90 @@ def test_reading_the_settings_writes_nothing_and_setup_keeps_one_secret_key(tmp_
     assert (var / "secret_key").read_text().strip() == key
     assert oct((var / "secret_key").stat().st_mode & 0o777) == "0o600"
     assert run(setup) == key  # kept: sessions survive a restart
+
+
+@pytest.fixture
+def open_redis() -> Iterator[RedisServer]:
+    """A Redis without a password on the loopback, as a machine's own often is."""
+    server = RedisServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_tasks_beside_a_redis_without_a_password_stop_the_local_backend_when_unfenced(
+    settings, open_redis
+):
+    """Without the task firewall (off here; as an ordinary user, or without nft, alike) a
+    task could use the broker and the reconcile lock: the portal does not start, and the hint
+    names the setting that allows it on purpose."""
+    settings.REDIS_URL = open_redis.url
+    settings.LOCAL_FIREWALL = "off"
+    errors = {e.id: e for e in run_checks(tags=["portal"])}  # E007 too on an open database
+    assert (
+        f"Redis (REDIS_URL, 127.0.0.1:{open_redis.port}) without a password"
+        in errors["portal.E006"].msg
+    )
+    assert "the task firewall is not set: LOCAL_FIREWALL is off" in errors["portal.E006"].msg
+    assert "LOCAL_ALLOW_OPEN_SERVICES=true" in str(errors["portal.E006"].hint)
+
+    settings.LOCAL_ALLOW_OPEN_SERVICES = True  # on purpose
+    assert portal_errors() == {}
+
+
+def test_not_root_is_unfenced_too(settings, open_redis, monkeypatch):
+    settings.REDIS_URL = open_redis.url
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert "the portal does not run as root" in portal_errors()["portal.E006"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get("CI"), reason="the firewall: root")
+def test_with_the_task_firewall_a_redis_of_this_host_without_a_password_is_out_of_reach(
+    settings, open_redis
+):
+    settings.REDIS_URL = open_redis.url
+    assert portal_errors() == {}
+
+
+def test_a_redis_with_a_password_or_none_answering_is_no_error(settings, open_redis):
+    settings.LOCAL_FIREWALL = "off"
+    settings.REDIS_URL = f"redis://:wrong-but-some@127.0.0.1:{open_redis.port}/0"
+    assert "portal.E006" not in portal_errors()
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing there
+    assert "portal.E006" not in portal_errors()
+    settings.REDIS_URL = open_redis.url
+    settings.CLUSTER_BACKEND = "kubernetes"  # its pods do not share this host's network
+    assert portal_errors() == {}
+
+
+@pytest.mark.parametrize(
+    ("engine", "host", "password", "open_"),
+    [
+        ("postgresql", "127.0.0.1", "", True),
+        ("postgresql", "localhost", "", True),
+        ("mysql", "::1", "", True),
+        ("postgresql", "127.0.0.1", "s3cret", False),
+        ("postgresql", "", "", False),  # its socket: hidden in every sandbox
+        ("postgresql", "/run/postgresql", "", False),
+        ("sqlite3", "", "", False),
+    ],
+)
+def test_a_database_tasks_could_use_without_a_password_is_an_error_when_unfenced(
+    engine, host, password, open_
+):
+    database = {"ENGINE": f"django.db.backends.{engine}", "HOST": host, "PORT": 5432}
+    database["PASSWORD"] = password
+    error = open_database("LOCAL_FIREWALL is off", database)
+    assert (error is not None) == open_
+    if error is not None:
+        assert error.id == "portal.E007"
+        assert f"database (DATABASE_URL, {host}:5432)" in error.msg
+        assert "LOCAL_ALLOW_OPEN_SERVICES=true" in str(error.hint)
+    assert open_database(None, database) is None  # fenced: this host's ports are out of reach
+
+
+def test_a_database_on_another_host_without_a_password_is_an_error_fenced_or_not():
+    """The firewall keeps tasks from this host only; another host they reach as it does."""
+    database = {"ENGINE": "django.db.backends.postgresql", "HOST": "192.0.2.250", "PORT": 5432}
+    error = open_database(None, database)
+    assert error is not None and "192.0.2.250 is another host" in error.msg

@@ -19,10 +19,12 @@ import redis
 import requests
 
 from portal.management.commands.runportal import Command, kill_group
+from tests.portal.test_checks import open_redis
 from tests.support.servers import free_port
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["open_redis"]  # a Redis without a password, a fixture
 
 
 class Output:
@@ -70,14 +72,15 @@ def answers(url: str) -> bool:
 def start_runportal(
     tmp_path: Path, web_processes: int
 ) -> tuple[subprocess.Popen[str], Output, int]:
-    """``manage.py runportal`` on SQLite under ``tmp_path``, on a free port, with a REDIS_URL
-    nothing answers (it starts a private redis-server of its own)."""
+    """``manage.py runportal`` on SQLite under ``tmp_path``, on a free port, without REDIS_URL
+    (it starts a private redis-server of its own) and without the task firewall, as an ordinary
+    user's ``make run``: nothing tasks could use is open, so its checks pass."""
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "REDIS_URL"},
         "PYTHONUNBUFFERED": "1",
         "PORTAL_VAR_DIR": str(tmp_path),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'portal.sqlite3'}",
-        "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+        "LOCAL_FIREWALL": "off",
         "SECRET_KEY": "runportal-test",
         "PORTAL_ADMIN_PASSWORD": "runportal-test-pw",
         "WEB_PROCESSES": str(web_processes),
@@ -175,3 +178,56 @@ def test_a_killed_runportal_leaves_no_process_behind(tmp_path):
         for pid in pids.values():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+
+
+def test_without_redis_url_a_private_redis_starts_even_beside_an_open_one(
+    settings, tmp_path, monkeypatch, open_redis
+):
+    """A Redis answering at the default URL is not taken: without a password, every job on
+    this machine could share it."""
+    settings.VAR_DIR = tmp_path
+    settings.REDIS_URL = open_redis.url  # what settings.py makes of an unset REDIS_URL, here
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    child = Command().ensure_redis()
+    assert child is not None and child.process is not None
+    try:
+        password = (tmp_path / "redis_password").read_text().strip()
+        assert os.environ["REDIS_URL"].startswith(f"redis://:{password}@127.0.0.1:")
+        assert f":{open_redis.port}/" not in os.environ["REDIS_URL"]
+        assert os.environ["REDIS_URL"] == settings.REDIS_URL  # what runportal's checks see
+    finally:
+        kill_group(child.process, signal.SIGKILL)
+        child.process.wait()
+
+
+def test_a_redis_url_set_and_answering_is_used(monkeypatch, open_redis):
+    monkeypatch.setenv("REDIS_URL", open_redis.url)
+    assert Command().ensure_redis() is None
+
+
+def test_runportal_refuses_to_start_beside_a_redis_tasks_could_use(tmp_path, open_redis):
+    env = {
+        **os.environ,
+        "PORTAL_VAR_DIR": str(tmp_path),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'portal.sqlite3'}",
+        "REDIS_URL": open_redis.url,
+        "LOCAL_FIREWALL": "off",  # as on a host without nft, or an ordinary user's
+    }
+    run = subprocess.run(
+        [sys.executable, "manage.py", "runportal", "--port", str(free_port())],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "(portal.E006) local tasks could use the portal's Redis" in run.stderr
+    assert "LOCAL_ALLOW_OPEN_SERVICES=true" in run.stderr
+    assert not (tmp_path / "portal.sqlite3").exists()  # before anything ran
+
+    allowed = {**env, "LOCAL_ALLOW_OPEN_SERVICES": "true"}
+    check = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=allowed, capture_output=True
+    )
+    assert check.returncode == 0, check.stderr

@@ -21,7 +21,7 @@ import signal
 import socket
 import time
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from functools import cached_property
@@ -39,7 +39,8 @@ from clusters.backends.base import (
     check_file_path,
 )
 from clusters.backends.exits import describe_exit
-from clusters.backends.local import images, logs, sandbox
+from clusters.backends.local import cgroups, disk, gpus, images, limits, logs, sandbox
+from clusters.backends.local.firewall import FirewallConfig, TaskFirewall
 from clusters.backends.local.launch import (
     LocalBackendError,
     environment,
@@ -54,15 +55,12 @@ from clusters.backends.local.process import (
     TaskRecord,
     ended_marker,
     free_ports,
-    list_gpus,
     memory_mb,
     spawn_detached,
     start_time_of,
 )
 from clusters.backends.local.taskdir import (
     IMAGE,
-    MEMORY_MB,
-    OOM_KILLS,
     SAFE_NAME,
     WORK,
     chown_tree,
@@ -90,6 +88,7 @@ class LocalBackend:
         log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
         sandbox_config: sandbox.SandboxConfig | None = None,
         task_path: str = sandbox.SYSTEM_PATH,
+        firewall: FirewallConfig | None = None,
     ) -> None:
         self.task_path = task_path  # the tasks' PATH (not the portal's: its virtualenv)
         self.root = Path(root)
@@ -97,6 +96,8 @@ class LocalBackend:
         self.host_ip = host_ip
         self.stop_grace_seconds = stop_grace_seconds
         self.log_max_bytes = log_max_bytes  # per stream of a task; the rest is dropped
+        # What of this host tasks reach (as root): none by default, the settings' from registry.
+        self.firewall = TaskFirewall(firewall or FirewallConfig(mode="off"))
 
     # -- placement and launch ---------------------------------------------------------------
 
@@ -104,8 +105,7 @@ class LocalBackend:
         if not any(shape.port_counts for shape in shapes):  # skip reading every live task
             return [Placement(ip=self.host_ip, ports={}) for _ in shapes]
         with self._lock():
-            taken = {p for rec in self._live_records() for ps in rec.ports.values() for p in ps}
-            ports = free_ports([dict(shape.port_counts) for shape in shapes], taken)
+            ports = free_ports([dict(shape.port_counts) for shape in shapes], self._taken_ports())
         return [Placement(ip=self.host_ip, ports=p) for p in ports]
 
     def launch(self, task: TaskLaunch) -> str:
@@ -120,18 +120,23 @@ class LocalBackend:
         control = self.root / ref
         with self._lock():
             sandboxed = is_sandboxed(self.sandbox, task)
+            if sandboxed:
+                self._refuse_unlimited(task)
             script = script_of(self.sandbox, task, sandboxed)
             old = TaskRecord.load(control / "task.json")
             if old is not None and read_text(control / "bootstrap.sh") == script:
                 return ref  # already launched (the caller retried): the same task
             if old is not None and old.alive():
                 raise LocalBackendError(f"{ref} is taken by a running task with another script")
-            shutil.rmtree(control, ignore_errors=True)  # stale: a half-done or forgotten launch
+            disk.release(control, control / WORK)  # stale: a half-done or forgotten launch
+            shutil.rmtree(control, ignore_errors=True)
             work = control / WORK
             identity = (
                 sandbox.identity_for(self.sandbox, task.owner_id, work) if sandboxed else None
             )
-            gpus = self._choose_gpus(task.gpu)
+            self.firewall.admit(identity.uid if identity else None)  # before anything is made
+            self.firewall.open(_ports_of(task.placement.ports), self._taken_ports)
+            task_gpus = self._choose_gpus(task.gpu)
             # The portal's directories, private to it; as root, the task's uid may only pass
             # through them (0711) on the way to its working directory, which is its own.
             mode = 0o711 if identity else 0o700
@@ -140,17 +145,33 @@ class LocalBackend:
             control.parent.chmod(mode)
             control.mkdir(mode=mode)
             work.mkdir(mode=0o700)
+            disk_mb = self._limit_disk(control, work, identity)
             write_private(control / "bootstrap.sh", script)  # secrets are rendered in
-            write_private(control / MEMORY_MB, str(task.memory_mb))
+            limits.TaskLimits(
+                task.memory_mb,
+                task.cpu,
+                self.sandbox.pids_max,
+                disk_mb,
+                self.sandbox.nofile,
+                self.log_max_bytes,
+            ).save(control)
             write_files(work, task.files)
             image = prepare_image(self.sandbox, task, control) if sandboxed else None
-            env = environment(self.task_path, task, work, gpus, identity)
+            env = environment(self.task_path, task, work, task_gpus, identity, sandboxed=sandboxed)
             if image is not None:  # the task sees its directory where the image has room
                 env["PAI_WORK_DIR"] = env["HOME"] = images.WORK_IN_IMAGE
             command = None
             if sandboxed:
                 command = sandbox_command(
-                    self.sandbox, self.task_path, self.root, task, ref, gpus, identity, image
+                    self.sandbox,
+                    self.task_path,
+                    self.root,
+                    task,
+                    ref,
+                    task_gpus,
+                    identity,
+                    self.host_limits.hierarchy,
+                    image,
                 )
             if identity:
                 chown_tree(work, identity.uid, identity.gid)
@@ -165,7 +186,7 @@ class LocalBackend:
                 wrapper_pid=wrapper_pid,
                 wrapper_start_time=start_time_of(wrapper_pid),
                 started_at=datetime.now(UTC).isoformat(),
-                gpus=gpus or [],
+                gpus=[gpu.index for gpu in task_gpus or []],
                 ports={label: list(ports) for label, ports in task.placement.ports.items()},
                 sandboxed=sandboxed,
                 uid=identity.uid if identity else None,
@@ -173,14 +194,14 @@ class LocalBackend:
             record.save(control / "task.json")
         return ref
 
-    def _choose_gpus(self, count: int) -> list[int] | None:
-        """Free GPU indices for a task asking for ``count``; None on a machine without GPUs."""
+    def _choose_gpus(self, count: int) -> list[gpus.GPU] | None:
+        """Free GPUs for a task asking for ``count``; None on a machine without GPUs."""
         if not self._gpus:
             return None
         if count <= 0:
             return []
         used = {i for rec in self._live_records() for i in rec.gpus}
-        free = [index for index, _ in self._gpus if index not in used]
+        free = [gpu for gpu in self._gpus if gpu.index not in used]
         if len(free) < count:
             raise LocalBackendError(
                 f"the task asks for {count} GPUs, {len(free)} of {len(self._gpus)} are free"
@@ -188,8 +209,8 @@ class LocalBackend:
         return free[:count]
 
     @cached_property
-    def _gpus(self) -> list[tuple[int, str]]:
-        return list_gpus()
+    def _gpus(self) -> list[gpus.GPU]:
+        return gpus.detect(self.sandbox.proc_driver)
 
     # -- observation and control ------------------------------------------------------------
 
@@ -203,6 +224,9 @@ class LocalBackend:
             return Observation(ref, TaskPhase.GONE)
         ended = self._ended(ref, workdir, record)
         if ended is None and record.alive():
+            if record.sandboxed and limits.killed(self.hierarchy, ref, workdir):
+                cgroups.kill(self.hierarchy, ref)
+                _signal_task(workdir, record, signal.SIGKILL)
             stop_at = parse_time(record.stop_requested_at)
             if stop_at and (datetime.now(UTC) - stop_at).total_seconds() > self.stop_grace_seconds:
                 _signal_task(workdir, record, signal.SIGKILL)
@@ -225,17 +249,16 @@ class LocalBackend:
             return self._seen(
                 ref, record, TaskPhase.FAILED, f"unreadable exit code {text!r}", None, finished_at
             )
-        if code == 0:
+        # A task the kernel killed a process of for a limit failed, whatever its last command
+        # made of it (on cgroup v2 the kernel kills it whole; on v1 the next pass would).
+        if code == 0 and not (record.sandboxed and limits.killed(self.hierarchy, ref, workdir)):
             return self._seen(ref, record, TaskPhase.SUCCEEDED, "", 0, finished_at)
         diagnostics = describe_exit(code)
         pulled = read_text(workdir / IMAGE)
         if pulled and (failure := images.pull_failure(workdir, pulled)):
             diagnostics = failure
-        if record.sandboxed and (kills := self._oom_kills(ref, workdir)):
-            diagnostics = (
-                f"OOMKilled: the task went over its memoryMB ({self._memory_mb(workdir)} MB) "
-                f"and the kernel killed {kills} of its processes; it {diagnostics}"
-            )
+        if record.sandboxed:
+            diagnostics = limits.end_reason(self.hierarchy, ref, workdir, diagnostics)
         if record.stop_requested_at:
             diagnostics += " after a stop request"
         return self._seen(ref, record, TaskPhase.FAILED, diagnostics, code, finished_at)
@@ -328,7 +351,7 @@ class LocalBackend:
         return Capacity(
             cpu=os.cpu_count() or 1,
             memory_mb=memory_mb(),
-            gpus=dict(Counter(name for _, name in self._gpus)),
+            gpus=dict(Counter(gpu.name for gpu in self._gpus)),
         )
 
     # -- cleanup ----------------------------------------------------------------------------
@@ -363,30 +386,66 @@ class LocalBackend:
                         removed.append(attempt.name)
                         continue
                     sandbox.remove_gates(f"{attempt.name}/{workdir.name}")
-                    sandbox.remove_cgroups(
-                        self.sandbox.cgroup_root, f"{attempt.name}/{workdir.name}"
-                    )
+                    cgroups.remove(self.hierarchy, f"{attempt.name}/{workdir.name}")
+                    disk.release(workdir, workdir / WORK)
                     shutil.rmtree(workdir, ignore_errors=True)
                     removed.append(attempt.name)
                 if not left:
                     shutil.rmtree(attempt, ignore_errors=True)
                     removed.append(attempt.name)
+            self._fence()  # the firewall heals here too, or goes
         return sorted(set(removed))
+
+    def fence(self) -> None:
+        """The task firewall's table as the running tasks need it: none when none runs (the
+        portal stops: nothing is left of it on this host)."""
+        with self._lock():
+            self._fence()
+
+    def _fence(self) -> None:
+        live = list(self._live_records())
+        self.firewall.sync({p for rec in live for p in _ports_of(rec.ports)}, bool(live))
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _oom_kills(self, ref: str, workdir: Path) -> int:
-        """The OOM kills of an ended task, kept in its directory once its cgroups are gone."""
-        saved = read_text(workdir / OOM_KILLS)
-        if saved is not None:
-            return int(saved) if saved.strip().isdigit() else 0
-        kills = sandbox.oom_kills(self.sandbox.cgroup_root, ref)
-        write_private(workdir / OOM_KILLS, str(kills))
-        sandbox.remove_cgroups(self.sandbox.cgroup_root, ref)
-        return kills
+    @cached_property
+    def host_limits(self) -> limits.HostLimits:
+        """What the kernel can limit for tasks on this host (read once)."""
+        return limits.host_limits(self.sandbox)
 
-    def _memory_mb(self, workdir: Path) -> str:
-        return (read_text(workdir / MEMORY_MB) or "?").strip()
+    @property
+    def hierarchy(self) -> cgroups.Hierarchy:
+        return self.host_limits.hierarchy
+
+    def describe_limits(self) -> list[str]:
+        """What holds for tasks on this host, a line each (start-up, admin and job pages)."""
+        return self.host_limits.describe(self.sandbox) if self.sandbox.enabled else []
+
+    def unlimited(self) -> list[str]:
+        """The limits a task would run without on this host (all of them unsandboxed)."""
+        if not self.sandbox.enabled:
+            return ["memory", "cpu", "pids", "disk", "network"]
+        return self.host_limits.unlimited(self.sandbox)
+
+    def _refuse_unlimited(self, task: TaskLaunch) -> None:
+        """Other users' tasks never run silently without a kernel limit: refused unless an
+        admin allowed it (LOCAL_REQUIRE_LIMITS=false); an admin's own tasks run."""
+        missing = self.unlimited()
+        if missing and self.sandbox.require_limits and not task.owner_is_admin:
+            raise LocalBackendError(
+                f"this machine cannot limit the {', '.join(missing)} of a task "
+                f"({'; '.join(self.describe_limits())}), and other users' tasks do not run "
+                "unlimited: an admin runs the portal as root on a host with cgroups (v2 or "
+                "v1) and loop devices, or allows it with LOCAL_REQUIRE_LIMITS=false"
+            )
+
+    def _limit_disk(self, control: Path, work: Path, identity: sandbox.TaskIdentity | None) -> int:
+        """The task's working directory as a file system of LOCAL_TASK_DISK_MB (as root, for
+        a task of its own uid); the size, or 0 where it stays a plain directory."""
+        if identity is None or self.sandbox.disk_mb <= 0 or not self.host_limits.disk:
+            return 0
+        disk.mount_limited(control, work, self.sandbox.disk_mb, (identity.uid, identity.gid))
+        return self.sandbox.disk_mb
 
     def work_dir(self, ref: str) -> Path:
         """The task's own directory (``PAI_WORK_DIR``), in its control directory."""
@@ -404,6 +463,10 @@ class LocalBackend:
             return self._workdir(ref)
         except ValueError:
             return None
+
+    def _taken_ports(self) -> set[int]:
+        """The ports of the running tasks."""
+        return {p for rec in self._live_records() for p in _ports_of(rec.ports)}
 
     def _live_records(self) -> Iterator[TaskRecord]:
         for path in self.root.glob("*/*/task.json"):
@@ -423,6 +486,10 @@ class LocalBackend:
                 yield
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _ports_of(ports: Mapping[str, Collection[int]]) -> set[int]:
+    return {port for label_ports in ports.values() for port in label_ports}
 
 
 def _signal_task(control: Path, record: TaskRecord, sig: signal.Signals) -> None:

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from clusters.backends.base import StorageKind, TaskLaunch
-from clusters.backends.local import images, sandbox
+from clusters.backends.local import cgroups, gpus, images, sandbox
 from clusters.backends.local.taskdir import IMAGE, WORK, write_private
 
 UNSANDBOXED = (
@@ -91,19 +91,22 @@ def sandbox_command(
     task_root: Path,
     task: TaskLaunch,
     ref: str,
-    gpus: list[int] | None,
+    task_gpus: list[gpus.GPU] | None,
     identity: sandbox.TaskIdentity | None,
+    hierarchy: cgroups.Hierarchy,
     image: str | None = None,
 ) -> list[str]:
-    """The command that runs the task's bootstrap in its sandbox (and its image), as its uid;
-    ``task_root`` holds every task's control directory, ``ref`` this one's."""
+    """The command that runs the task's bootstrap in its sandbox (and its image), as its uid,
+    in its cgroups; ``task_root`` holds every task's control directory, ``ref`` this one's."""
     control = task_root / ref
     passwd_file = "/etc/passwd"  # noqa: S105 - the system's, as it is
     if identity is not None:
         write_private(control / sandbox.PASSWD, sandbox.passwd_with(identity))
         passwd_file = str(control / sandbox.PASSWD)
-    procs = sandbox.create_cgroups(config.cgroup_root, ref, task.memory_mb, task.cpu)
-    limits = [] if procs else sandbox.memory_rlimit(task.memory_mb)
+    procs = cgroups.create(
+        hierarchy, ref, cgroups.Limits(task.memory_mb, task.cpu, config.pids_max)
+    )
+    limits = sandbox.rlimits(task.memory_mb, config.nofile, "memory" in hierarchy.controllers)
     bootstrap = control / "bootstrap.sh"
     storage = config.image_storage
     image_dir = str(images.image_dir(storage, image)) if image else None
@@ -116,7 +119,7 @@ def sandbox_command(
         task_path,
         control / WORK,
         bootstrap,
-        gpus,
+        task_gpus,
         task.storages,
         task.shm_mb,
         passwd=identity is not None,
@@ -138,16 +141,18 @@ def environment(
     task_path: str,
     task: TaskLaunch,
     work: Path,
-    gpus: list[int] | None,
+    task_gpus: list[gpus.GPU] | None,
     identity: sandbox.TaskIdentity | None,
+    *,
+    sandboxed: bool,
 ) -> dict[str, str]:
     """The task's environment, built from nothing: none of the portal's own variables
-    (database URL, secret key, passwords) reaches a task. ``task_path`` is the tasks' PATH."""
+    (database URL, secret key, passwords) reaches a task. ``task_path`` is the tasks' PATH;
+    ``task_gpus`` are named as CUDA numbers them in the task (``gpus.environment``)."""
     env = {"PATH": task_path, "LANG": "C.UTF-8", "HOME": str(work)}
     if identity is not None:
         env["USER"] = env["LOGNAME"] = identity.name
     env.update(task.env)
     env.setdefault("PAI_WORK_DIR", str(work))
-    if gpus is not None:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
+    env.update(gpus.environment(task_gpus, sandboxed))
     return env

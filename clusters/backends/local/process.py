@@ -224,26 +224,6 @@ def free_ports(counts: list[dict[str, int]], taken: Collection[int]) -> list[dic
             sock.close()
 
 
-def list_gpus() -> list[tuple[int, str]]:
-    """``(index, name)`` of each GPU that ``nvidia-smi`` reports; empty without GPUs."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    gpus = []
-    for line in out.splitlines():
-        index, _, name = line.partition(",")
-        if index.strip().isdigit():
-            gpus.append((int(index), name.strip()))
-    return gpus
-
-
 def memory_mb() -> int:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():

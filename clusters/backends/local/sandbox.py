@@ -6,14 +6,15 @@ storages it mounts, a ``/proc`` of its own pid namespace, and an environment bui
 (``SYSTEM_PATH``, ``HOME`` and the task's variables). The portal's tree, its ``var/`` (secret key,
 SQLite database, Redis password), the task root with every other task, the portal user's home
 and the sockets of local databases are covered by empty tmpfs. The network is the host's: tasks
-of one job reach each other as on any cluster, and reach the portal's services only as anyone
-on the network would (with their passwords).
+of one job reach each other by their ports as on any cluster; as root, the task firewall
+(``firewall``) keeps them from every other port of this host (the portal's services included).
 
 When the portal runs as root, each portal user's tasks run under a uid of their own
 (``uid_base + user id``, ``setpriv`` drops every privilege before ``bwrap`` runs unprivileged),
-their working directories belong to that uid, and a memory (and cpu) cgroup per task enforces
-``memoryMB`` (and ``cpu``). As an ordinary user the portal still hides all of the above; the
-limits are then best effort (``RLIMIT_AS`` for memory, nothing for cpu).
+their working directories belong to that uid, and a cgroup per task (``cgroups``, v2 or v1)
+enforces ``memoryMB``, ``cpu`` and a number of processes. As an ordinary user the portal still
+hides all of the above; the limits are then best effort (``RLIMIT_AS`` for memory, nothing for
+cpu) and other users' tasks do not run unless an admin allows it (``LOCAL_REQUIRE_LIMITS``).
 
 The sandbox's pid 1 is bwrap's init, whose only child is the task's bootstrap: when the bootstrap
 ends, init ends with its exit status and the kernel kills everything left in the pid namespace
@@ -28,12 +29,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusters.backends.base import StorageMount
+from clusters.backends.local import cgroups, gpus
 from clusters.backends.local.process import proc_stat
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -41,11 +44,6 @@ SANDBOX_INFO = "sandbox.json"  # bwrap's --info-fd, in the task's control direct
 PASSWD = "passwd"  # noqa: S105 - a file name; the sandbox's /etc/passwd (the system's, plus the task's uid)
 # Sockets of services on this machine that trust local connections: covered in every sandbox.
 LOCAL_SOCKET_DIRS = ("/run/postgresql", "/run/redis", "/run/mysqld")
-# The control nodes a CUDA program opens besides its GPUs' /dev/nvidia<N>.
-GPU_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
-CGROUP_V1 = Path("/sys/fs/cgroup")
-CGROUP_PARENT = "portal-tasks"
-CPU_PERIOD_US = 100_000
 # Run by the wrapper (as the portal's user) in place of the task: join the task's cgroups, then
 # open what bwrap copies into the sandbox (the bootstrap script and passwd file stay private to
 # the portal's user on the host) and exec the rest of the arguments (setpriv, bwrap, ...).
@@ -84,11 +82,17 @@ class SandboxConfig:
     enabled: bool = True  # False only where an admin explicitly allowed unsandboxed tasks
     uid_base: int = 200_000  # as root: a task of portal user N runs as uid_base + N
     hidden: tuple[str, ...] = ()  # what a task must not see: the portal's tree, var/, ...
-    cgroup_root: Path = CGROUP_V1
+    cgroup_root: Path = Path("/sys/fs/cgroup")  # cgroups.py: v2 or v1, as root
+    pids_max: int = 4096  # processes and threads of one task (LOCAL_TASK_PIDS_MAX)
+    nofile: int = 65_536  # open files of one process (LOCAL_TASK_NOFILE)
+    disk_mb: int = 10_240  # its working directory and /tmp (LOCAL_TASK_DISK_MB; 0: unlimited)
+    # Other users' tasks wait rather than run without a kernel limit (LOCAL_REQUIRE_LIMITS).
+    require_limits: bool = True
     bwrap: str = "bwrap"
     # Directories every task sees read-write at the same path (LOCAL_SANDBOX_SHARED).
     shared: tuple[str, ...] = field(default=())
     dev_dir: Path = Path("/dev")  # where the GPUs' device nodes are
+    proc_driver: Path = gpus.PROC_DRIVER  # where the driver says which GPU has which node
     # "charliecloud": a task with a dockerImage runs in it (images.py); "": the image is unused.
     images: str = ""
     image_storage: Path = Path("/var/tmp/portal-images")  # noqa: S108 - ch-image's storage
@@ -138,21 +142,12 @@ def passwd_with(identity: TaskIdentity) -> str:
     return f"{system}{identity.name}:x:{identity.uid}:{identity.gid}::{identity.home}:/bin/sh\n"
 
 
-def gpu_nodes(gpus: list[int] | None, dev_dir: Path = Path("/dev")) -> list[str]:
-    """The names of the device nodes of the GPUs a task was given (and of the control nodes
-    they need), those that exist in ``dev_dir``: the task's /dev has these and no other."""
-    if not gpus:
-        return []
-    names = [f"nvidia{index}" for index in gpus] + list(GPU_CONTROL_NODES)
-    return [name for name in names if (dev_dir / name).exists()]
-
-
 def bwrap_args(
     config: SandboxConfig,
     task_path: str,
     work: Path,
     bootstrap: Path,
-    gpus: list[int] | None,
+    task_gpus: list[gpus.GPU] | None,
     storages: list[StorageMount],
     shm_mb: int,
     passwd: bool,
@@ -166,8 +161,12 @@ def bwrap_args(
     the task runs as another uid than the portal's, which may not pass through the directories
     above. ``image``: a directory bound read-only (its source, its place in the sandbox)."""
     gates = gates or {}
-    # A /tmp and /dev/shm of the task's own, empty, gone with it.
-    args = [config.bwrap, "--ro-bind", "/", "/", "--tmpfs", "/tmp"]  # noqa: S108
+    # A /tmp and /dev/shm of the task's own, empty, gone with it; /tmp holds at most the
+    # task's disk limit (its pages count as the task's memory too).
+    args = [config.bwrap, "--ro-bind", "/", "/"]
+    if config.disk_mb > 0:
+        args += ["--size", str(config.disk_mb * 1024 * 1024)]
+    args += ["--tmpfs", "/tmp"]  # noqa: S108
     binds = [str(work), *config.shared, *(store.path for store in storages)]
     hidden = covered(
         [*config.hidden, *LOCAL_SOCKET_DIRS, *([str(task_root)] if task_root else [])],
@@ -177,8 +176,7 @@ def bwrap_args(
         args += ["--tmpfs", path]
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--size", str(max(1, shm_mb) * 1024 * 1024), "--tmpfs", "/dev/shm"]  # noqa: S108
-    for name in gpu_nodes(gpus, config.dev_dir):
-        args += ["--dev-bind", str(config.dev_dir / name), f"/dev/{name}"]
+    args += gpus.bwrap_args(task_gpus, config.dev_dir, config.proc_driver)
     for path in config.shared:
         args += ["--bind", gates.get(path, path), path]
     for store in storages:
@@ -243,13 +241,18 @@ def drop_privileges(identity: TaskIdentity | None) -> list[str]:
     return ["setpriv", *ids, "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
 
 
-def memory_rlimit(memory_mb: int) -> list[str]:
-    """Without cgroups (the portal is not root): the address space bounded at a multiple of
-    ``memoryMB``, a best effort (virtual memory is not what a task uses; runtimes like CUDA's
-    reserve far more address space than memory, hence the margin)."""
-    if memory_mb <= 0:
-        return []
-    return ["prlimit", f"--as={memory_mb * 4 * 1024 * 1024}", "--"]
+def rlimits(memory_mb: int, nofile: int, memory_cgroup: bool) -> list[str]:
+    """prlimit's arguments: at most ``nofile`` open files per process (a million open files
+    would pin the kernel's memory), and without a memory cgroup the address space bounded at a
+    multiple of ``memoryMB``, a best effort (virtual memory is not what a task uses; runtimes
+    like CUDA's reserve far more address space than memory, hence the margin)."""
+    args = ["prlimit"]
+    if nofile > 0:  # never above the portal's own hard limit: raising it needs a capability
+        nofile = min(nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        args.append(f"--nofile={nofile}:{nofile}")
+    if memory_mb > 0 and not memory_cgroup:
+        args.append(f"--as={memory_mb * 4 * 1024 * 1024}")
+    return [*args, "--"] if len(args) > 1 else []
 
 
 def bind_sources(config: SandboxConfig, work: Path, storages: list[StorageMount]) -> list[str]:
@@ -267,7 +270,7 @@ def request_stop(work: Path) -> None:
 def make_gates(ref: str, sources: list[str]) -> dict[str, str]:
     """An empty mount point under ``GATES`` for each of ``sources`` (as root); empty where
     ``GATES`` cannot be made (bwrap then needs a path the task's uid can pass through)."""
-    top = GATES / cgroup_name(ref)
+    top = GATES / cgroups.name_of(ref)
     try:
         GATES.mkdir(mode=0o711, exist_ok=True)
         GATES.chmod(0o711)
@@ -282,7 +285,7 @@ def make_gates(ref: str, sources: list[str]) -> dict[str, str]:
 
 
 def remove_gates(ref: str) -> None:
-    shutil.rmtree(GATES / cgroup_name(ref), ignore_errors=True)
+    shutil.rmtree(GATES / cgroups.name_of(ref), ignore_errors=True)
 
 
 def task_command(
@@ -422,69 +425,3 @@ def image_process(init_pid: int) -> int | None:
             if line.startswith("NSpid:"):
                 return int(line.split()[-1])
     return None
-
-
-# -- cgroups (v1, as root) -------------------------------------------------------------------
-
-
-def cgroup_name(ref: str) -> str:
-    return ref.replace("/", ".")
-
-
-def create_cgroups(root: Path, ref: str, memory_mb: int, cpu: int) -> list[Path]:
-    """A memory cgroup (and a cpu one) for the task, limited to ``memory_mb`` (swap included
-    where the kernel accounts it) and ``cpu`` cores; their ``cgroup.procs`` to join. Empty where
-    cgroup v1 is not writable (not root, or no such hierarchy): limits are then best effort."""
-    procs = []
-    remove_cgroups(root, ref)  # a stale one (same ref) would bring its limits and OOM count
-    memory = _cgroup_dir(root, "memory", ref)
-    if memory_mb > 0 and memory is not None:
-        limit = str(memory_mb * 1024 * 1024)
-        swap = memory / "memory.memsw.limit_in_bytes"
-        # memory + swap may never be below memory alone: the order depends on the old values.
-        try:
-            (memory / "memory.limit_in_bytes").write_text(limit)
-        except OSError:
-            swap.write_text(limit)
-            (memory / "memory.limit_in_bytes").write_text(limit)
-        if swap.exists():
-            swap.write_text(limit)  # no swapping past memoryMB either
-        procs.append(memory / "cgroup.procs")
-    cpus = _cgroup_dir(root, "cpu", ref)
-    if cpu > 0 and cpus is not None:
-        (cpus / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
-        (cpus / "cpu.cfs_quota_us").write_text(str(cpu * CPU_PERIOD_US))
-        procs.append(cpus / "cgroup.procs")
-    return procs
-
-
-def _cgroup_dir(root: Path, controller: str, ref: str) -> Path | None:
-    parent = root / controller / CGROUP_PARENT
-    if os.geteuid() != 0 or not (root / controller).is_dir():
-        return None
-    try:
-        parent.mkdir(exist_ok=True)
-        path = parent / cgroup_name(ref)
-        path.mkdir(exist_ok=True)
-    except OSError:
-        return None
-    return path
-
-
-def oom_kills(root: Path, ref: str) -> int:
-    """How many of the task's processes the kernel killed for going over its memory limit."""
-    path = root / "memory" / CGROUP_PARENT / cgroup_name(ref) / "memory.oom_control"
-    try:
-        for line in path.read_text().splitlines():
-            if line.startswith("oom_kill "):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def remove_cgroups(root: Path, ref: str) -> None:
-    """Remove the task's cgroups (the kernel refuses while a process is left in one)."""
-    for controller in ("memory", "cpu"):
-        with contextlib.suppress(OSError):
-            (root / controller / CGROUP_PARENT / cgroup_name(ref)).rmdir()

@@ -17,8 +17,6 @@ from clusters.backends.base import check_file_path
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # of an attempt's and a task's directory
 WORK = "work"  # the task's own directory (PAI_WORK_DIR) in its control directory
-OOM_KILLS = "oom_kills"  # how many processes the memory cgroup's OOM killer killed
-MEMORY_MB = "memory_mb"  # the task's memoryMB, for the out-of-memory diagnostics
 IMAGE = "image"  # the image the task runs in (LOCAL_IMAGES=charliecloud)
 KEEP_UNTIL = ".keep_until"  # in ``work``: the epoch second the debug plugin keeps it until
 

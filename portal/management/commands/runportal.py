@@ -1,7 +1,9 @@
 """``manage.py runportal``: the whole portal in one command on one port (what ``make run`` calls).
 
-Migrates, creates the first admin (printing its password), makes sure a Redis answers (starting
-a private one on a free loopback port when none does), then runs the processes of
+Uses the Redis at REDIS_URL when it is set and answers, else starts a private one with a password
+on a free loopback port; runs the system checks (which refuse a Redis or database local tasks
+could use without a password), migrates, creates the first admin (printing its password), then
+runs the processes of
 ``portal_processes`` until Ctrl-C or SIGTERM, which stop them all. One that dies on its own (a
 crash, the OOM killer, a ``kill``) is started again after a backoff, and the log says so.
 """
@@ -22,13 +24,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-import redis
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from clusters.backends.base import SupportsLimits
+from clusters.backends.local import LocalBackend
+from clusters.registry import get_backend
 from portal.apps import stored_secret_key
+from portal.checks import redis_answers
 
 FIRST_BACKOFF_SECONDS = 1.0  # a crashed process starts again after this, doubling while it
 MAX_BACKOFF_SECONDS = 30.0  # keeps crashing (it lived less than HEALTHY_SECONDS), up to this
@@ -116,14 +122,6 @@ def web_processes() -> int:
     return max(1, int(os.environ.get("WEB_PROCESSES") or os.cpu_count() or 1))
 
 
-def redis_answers(url: str) -> bool:
-    try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
-        return bool(client.ping())
-    except (redis.exceptions.RedisError, OSError, ValueError):
-        return False
-
-
 def private_redis_config(var_dir: Path) -> Path:
     """The private Redis's configuration: a password of its own (made once, in ``var/`` like the
     secret key), so that a job on this machine, which reaches the loopback, cannot use it. In a
@@ -192,6 +190,9 @@ def stop_all(children: list[Child]) -> None:
 
 class Command(BaseCommand):
     help = "Run the web server, a Celery worker and Celery beat together (Ctrl-C stops all)."
+    # Run in handle once ensure_redis has chosen the Redis: the check of one tasks could use
+    # (portal.E006) is about that one, not the default URL a private Redis replaces.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -204,34 +205,46 @@ class Command(BaseCommand):
         if private_redis is not None:
             children.append(private_redis)
         try:
+            self.check(display_num_errors=True)
             call_command("migrate", interactive=False, verbosity=0)
             call_command("ensure_admin")
-        except BaseException:  # Ctrl-C or a failed migration: the private Redis stops too
+        except BaseException:  # Ctrl-C, a failed check or migration: the private Redis stops too
             stop_all(children)
             raise
         host, port = options["host"], options["port"]
+        os.environ["PORT"] = str(port)  # the port tasks may reach (the backend's firewall)
         processes = web_processes()
         web_socket = listen(host, port)  # held open here for as long as the children may start
         children += portal_processes(web_socket, processes)
         self.stdout.write(f"web: {processes} daphne process(es) on {host}:{port}")
+        backend = get_backend()
+        if isinstance(backend, SupportsLimits):  # what holds for tasks here, said at once
+            for line in backend.describe_limits():
+                self.stdout.write(f"limits: {line}")
         stop = threading.Event()
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host  # noqa: S104
         self.stdout.write(self.style.SUCCESS(f"\nThe portal is up: open http://{shown}:{port}/\n"))
         supervise(children, stop, lambda line: self.stdout.write(line))
+        if isinstance(backend, LocalBackend):
+            backend.fence()  # no table of the task firewall left when no task runs
         self.stdout.write("stopped.")
 
     def ensure_redis(self) -> Child | None:
-        """None when a Redis answers at REDIS_URL; else a private redis-server, started, whose
-        URL this process and its children use from now on."""
-        url = settings.REDIS_URL
-        if redis_answers(url):
+        """None when REDIS_URL is set in the environment and a Redis answers there; else a
+        private redis-server with a password, started, whose URL this process (its checks) and
+        its children use from now on. Never a Redis that merely answers at the default URL:
+        without a password, every job on this machine could share it (the broker, the lock)."""
+        url = os.environ.get("REDIS_URL", "")
+        if url and redis_answers(url):
             return None
+        parts = urlsplit(url)
+        why = f"no Redis answered at {parts.hostname}:{parts.port}" if url else "REDIS_URL is unset"
         binary = shutil.which("redis-server")
         if binary is None:
             raise CommandError(
-                f"No Redis answers at {url} and redis-server is not installed: "
+                f"{why} and redis-server is not installed: "
                 "install it (apt-get install redis-server) or set REDIS_URL."
             )
         port = free_port()
@@ -241,6 +254,7 @@ class Command(BaseCommand):
         process = child.run()
         password = stored_secret_key(settings.VAR_DIR / REDIS_PASSWORD_FILE)
         os.environ["REDIS_URL"] = f"redis://:{password}@127.0.0.1:{port}/0"  # children inherit it
+        settings.REDIS_URL = os.environ["REDIS_URL"]
         deadline = time.monotonic() + 10
         while not redis_answers(os.environ["REDIS_URL"]):
             if time.monotonic() > deadline or process.poll() is not None:
@@ -248,7 +262,7 @@ class Command(BaseCommand):
                 raise CommandError("the private Redis server did not start")
             time.sleep(0.1)
         self.stdout.write(
-            f"redis: started, pid {process.pid}: no Redis answered at {url}, so a private "
+            f"redis: started, pid {process.pid}: {why}, so a private "
             f"one serves redis://127.0.0.1:{port}/0 with the password in "
             f"{settings.VAR_DIR / REDIS_PASSWORD_FILE} (it stops with the portal)."
         )

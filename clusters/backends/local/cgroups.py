@@ -1,0 +1,200 @@
+"""The kernel's limits of a task on the local backend: a cgroup per task, on cgroup v2 (the
+unified hierarchy every current distribution mounts alone) or v1, as root.
+
+On v2 each task gets ``<root>/portal-tasks/<task>`` with ``memory.max`` (and ``memory.swap.max``
+0: memoryMB covers swap too), ``memory.oom.group`` (the kernel kills the whole task when it goes
+over, as Kubernetes does on v2), ``cpu.max`` and ``pids.max``; the controllers are enabled on the
+way down (``cgroup.subtree_control``). On v1 it gets one cgroup in each of the ``memory``,
+``cpu`` and ``pids`` hierarchies. A hybrid host (v1 controllers, an empty v2 at ``unified/``)
+counts as v1. The task's wrapper joins them by writing its pid to each ``cgroup.procs``.
+
+``detect`` says which controllers can be used on this host; the backend refuses other users'
+tasks where one is missing (``LOCAL_REQUIRE_LIMITS``) and says so on the admin and job pages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+PARENT = "portal-tasks"
+CONTROLLERS = ("memory", "cpu", "pids")
+CPU_PERIOD_US = 100_000
+DEFAULT_PIDS_MAX = 4096  # LOCAL_TASK_PIDS_MAX: processes and threads of one task
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """Which cgroup hierarchy this host has and which of ``CONTROLLERS`` the portal can use."""
+
+    version: int  # 2, 1, or 0: none the portal can write (not root, or not mounted)
+    root: Path
+    controllers: tuple[str, ...]
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(c for c in CONTROLLERS if c not in self.controllers)
+
+    def describe(self) -> str:
+        """One line for the start-up output, the admin pages and the job page."""
+        if not self.controllers:
+            return (
+                "no cgroup controller can be used (the portal is not root, or no cgroup file "
+                f"system at {self.root}): tasks' memory, cpu and processes are not limited"
+            )
+        text = f"cgroup v{self.version}: {', '.join(self.controllers)} limited per task"
+        if self.missing:
+            text += f"; {', '.join(self.missing)} NOT limited (controller unavailable)"
+        return text
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_mb: int
+    cpu: int
+    pids: int = DEFAULT_PIDS_MAX
+
+
+@dataclass(frozen=True)
+class Events:
+    """What the kernel counted against a task's limits."""
+
+    oom_kills: int = 0
+    pids_max: int = 0  # forks refused at pids.max
+
+
+def detect(root: Path = ROOT) -> Hierarchy:
+    if os.geteuid() != 0:
+        return Hierarchy(0, root, ())
+    if (root / "cgroup.controllers").is_file():  # the unified hierarchy alone: v2
+        try:
+            available = (root / "cgroup.controllers").read_text().split()
+        except OSError:
+            available = []
+        usable = tuple(c for c in CONTROLLERS if c in available and _enable_v2(root, c))
+        return Hierarchy(2, root, usable)
+    usable = tuple(c for c in CONTROLLERS if _v1_parent(root, c) is not None)
+    return Hierarchy(1 if usable else 0, root, usable)
+
+
+def _enable_v2(root: Path, controller: str) -> bool:
+    """Enable ``controller`` for ``root/PARENT``'s children (and for ``PARENT`` itself)."""
+    parent = root / PARENT
+    try:
+        parent.mkdir(exist_ok=True)
+        for node in (root, parent):
+            control = node / "cgroup.subtree_control"
+            if controller not in control.read_text().split():
+                control.write_text(f"+{controller}")
+    except OSError:
+        return False
+    return True
+
+
+def _v1_parent(root: Path, controller: str) -> Path | None:
+    if not (root / controller / "cgroup.procs").is_file():
+        return None
+    parent = root / controller / PARENT
+    try:
+        parent.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    return parent
+
+
+def name_of(ref: str) -> str:
+    return ref.replace("/", ".")
+
+
+def create(hierarchy: Hierarchy, ref: str, limits: Limits) -> list[Path]:
+    """The task's cgroups with its limits; their ``cgroup.procs`` for its wrapper to join."""
+    remove(hierarchy, ref)  # a stale one (same ref) would bring its limits and its counts
+    if not hierarchy.controllers:
+        return []
+    if hierarchy.version == 2:
+        path = hierarchy.root / PARENT / name_of(ref)
+        path.mkdir(exist_ok=True)
+        _write_v2(path, hierarchy.controllers, limits)
+        return [path / "cgroup.procs"]
+    procs = []
+    for controller in hierarchy.controllers:
+        path = hierarchy.root / controller / PARENT / name_of(ref)
+        path.mkdir(exist_ok=True)
+        _write_v1(path, controller, limits)
+        procs.append(path / "cgroup.procs")
+    return procs
+
+
+def _write_v2(path: Path, controllers: tuple[str, ...], limits: Limits) -> None:
+    if "memory" in controllers and limits.memory_mb > 0:
+        (path / "memory.max").write_text(str(limits.memory_mb * 1024 * 1024))
+        if (path / "memory.swap.max").exists():  # no swap accounting: nothing to swap past
+            (path / "memory.swap.max").write_text("0")
+        (path / "memory.oom.group").write_text("1")
+    if "cpu" in controllers and limits.cpu > 0:
+        (path / "cpu.max").write_text(f"{limits.cpu * CPU_PERIOD_US} {CPU_PERIOD_US}")
+    if "pids" in controllers and limits.pids > 0:
+        (path / "pids.max").write_text(str(limits.pids))
+
+
+def _write_v1(path: Path, controller: str, limits: Limits) -> None:
+    if controller == "memory" and limits.memory_mb > 0:
+        limit = str(limits.memory_mb * 1024 * 1024)
+        swap = path / "memory.memsw.limit_in_bytes"
+        # memory + swap may never be below memory alone: the order depends on the old values.
+        try:
+            (path / "memory.limit_in_bytes").write_text(limit)
+        except OSError:
+            swap.write_text(limit)
+            (path / "memory.limit_in_bytes").write_text(limit)
+        if swap.exists():
+            swap.write_text(limit)  # no swapping past memoryMB either
+    elif controller == "cpu" and limits.cpu > 0:
+        (path / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+        (path / "cpu.cfs_quota_us").write_text(str(limits.cpu * CPU_PERIOD_US))
+    elif controller == "pids" and limits.pids > 0:
+        (path / "pids.max").write_text(str(limits.pids))
+
+
+def events(hierarchy: Hierarchy, ref: str) -> Events:
+    """The OOM kills and refused forks the kernel counted in the task's cgroups."""
+    name = name_of(ref)
+    if hierarchy.version == 2:
+        path = hierarchy.root / PARENT / name
+        memory, pids = path / "memory.events", path / "pids.events"
+    else:
+        memory = hierarchy.root / "memory" / PARENT / name / "memory.oom_control"
+        pids = hierarchy.root / "pids" / PARENT / name / "pids.events"
+    return Events(oom_kills=_count(memory, "oom_kill"), pids_max=_count(pids, "max"))
+
+
+def _count(path: Path, key: str) -> int:
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def kill(hierarchy: Hierarchy, ref: str) -> None:
+    """SIGKILL every process left in the task's cgroup (v2's ``cgroup.kill``; on v1 the
+    sandbox's pid namespace does it when its init dies)."""
+    if hierarchy.version == 2:
+        with contextlib.suppress(OSError):
+            (hierarchy.root / PARENT / name_of(ref) / "cgroup.kill").write_text("1")
+
+
+def remove(hierarchy: Hierarchy, ref: str) -> None:
+    """Remove the task's cgroups (the kernel refuses while a process is left in one)."""
+    name = name_of(ref)
+    paths = [hierarchy.root / PARENT / name]
+    paths += [hierarchy.root / controller / PARENT / name for controller in CONTROLLERS]
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.rmdir()

@@ -1,0 +1,195 @@
+"""The network of local tasks, as root: what of this host a task may reach.
+
+A task shares the host's network (as on OpenPAI, where tasks use the host network: browsers
+reach a job's TensorBoard or Jupyter on a port of the host, and tasks of a job reach each other
+by the host's address and their ports). Left so, a task reaches every service on the loopback
+too: a PostgreSQL that trusts local connections, a Redis without a password (the portal's
+broker and its reconcile lock). So, as root with ``nft``, the portal keeps an nftables table of
+its own (family ``inet``: IPv4 and IPv6) whose output chain looks only at packets of sockets
+owned by the task uids (``uid_base`` to ``uid_base + uid_span - 1``; a task of portal user N
+runs as ``uid_base + N``). For those, a packet to this host (all of them leave by ``lo``: the
+loopback and the host's own addresses, IPv4 and IPv6) opens a connection only to a port the
+backend gave a task (the set ``task_ports``), to the portal's public HTTP port(s) or to DNS;
+anything else to this host is rejected at once (a TCP reset, an ICMP port unreachable: the task
+sees "connection refused", not a hang). Replies of connections already made pass, so a task
+still answers on any port it serves. Packets to other hosts (the outside network) pass.
+
+Why this and not a network namespace per job: a job's ports must stay reachable on the host's
+addresses, which a namespace would need a forwarder (a proxy or DNAT rules) per port for, plus
+a bridge, a veth pair and addresses per job, each set up and torn down with the tasks. One
+table on the uid range leaves every other packet of the machine alone (the first rule sends
+only the task uids' packets on) and costs one small ``nft`` call per task start
+(``bench/sandbox.py`` measures it). It uses connection tracking (``ct state``) for the replies, which the kernel then
+keeps for the host's other connections too (bounded by ``nf_conntrack_max``; most hosts with
+Docker or a firewall have it on already). Not covered: abstract UNIX sockets, which belong to
+the network namespace the tasks share with the host (a service listening on one is reachable).
+
+The table is built whole, from the backend's live tasks, in one ``nft -f -`` transaction (atomic:
+no moment without rules) at a backend's first launch and on each cleanup, so it heals itself
+after a crash or a hand edit; a later launch adds its task's ports to the set (``open``); the
+table is removed when no task of the backend runs. One table per host (its name is
+fixed, ``LOCAL_FIREWALL_TABLE``): a table a portal left behind (killed, its task root gone) is
+the next one's to rebuild or remove; two portals running tasks on one host are not supported
+(their task uids would be the same ones anyway).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+MODES = ("auto", "on", "off")  # LOCAL_FIREWALL: auto is on as root with a working nft
+UID_SPAN = 1_000_000  # portal users 0 to 999999 (a task of a user above is refused, not open)
+DNS_PORT = 53
+TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+NFT_SECONDS = 10.0
+
+
+class FirewallError(RuntimeError):
+    """The task firewall is wanted and could not be set (nft missing, not root, nft failed)."""
+
+
+@dataclass(frozen=True)
+class FirewallConfig:
+    """What the task firewall protects and lets through (``LOCAL_FIREWALL*`` settings)."""
+
+    mode: str = "auto"
+    table: str = "portal_tasks"
+    uid_base: int = 200_000  # the sandbox's (LOCAL_TASK_UID_BASE)
+    uid_span: int = UID_SPAN
+    open_ports: tuple[int, ...] = (8000,)  # the portal's public HTTP port(s)
+    nft: str = "nft"
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"LOCAL_FIREWALL must be one of {', '.join(MODES)}: {self.mode!r}")
+        if not TABLE_NAME.fullmatch(self.table):
+            raise ValueError(f"not an nftables table name: {self.table!r}")
+
+    @property
+    def uid_last(self) -> int:
+        return self.uid_base + self.uid_span - 1
+
+
+def ruleset(config: FirewallConfig, task_ports: Iterable[int]) -> str:
+    """The whole table, replacing any table of that name in the same transaction."""
+    ports = sorted({int(p) for p in task_ports})
+    elements = f" elements = {{ {', '.join(map(str, ports))} }};" if ports else ""
+    allowed = ", ".join(map(str, sorted({DNS_PORT, *config.open_ports})))
+    table = f"inet {config.table}"
+    return f"""table {table}
+delete table {table}
+table {table} {{
+  set task_ports {{ type inet_service;{elements} }}
+  chain output {{
+    type filter hook output priority filter; policy accept;
+    meta skuid {config.uid_base}-{config.uid_last} jump task_uids
+  }}
+  chain task_uids {{
+    oifname != "lo" accept
+    ct state established,related accept
+    meta l4proto {{ tcp, udp }} th dport @task_ports accept
+    meta l4proto {{ tcp, udp }} th dport {{ {allowed} }} accept
+    meta l4proto tcp reject with tcp reset
+    reject with icmpx port-unreachable
+  }}
+}}
+"""
+
+
+def additions(config: FirewallConfig, ports: Iterable[int]) -> str:
+    """Adds ``ports`` to the table's set; fails where the table is not there."""
+    elements = ", ".join(map(str, sorted({int(p) for p in ports})))
+    return f"add element inet {config.table} task_ports {{ {elements} }}\n"
+
+
+def removal(config: FirewallConfig) -> str:
+    """Removes the table; no error when it is not there."""
+    return f"table inet {config.table}\ndelete table inet {config.table}\n"
+
+
+def run_nft(config: FirewallConfig, script: str, check_only: bool = False) -> None:
+    """``nft -f -`` (one transaction) with ``script``; ``check_only``: the kernel checks it
+    and applies nothing (``nft -c``). FirewallError with nft's own words when it fails."""
+    nft = shutil.which(config.nft)
+    if nft is None:
+        raise FirewallError(f"{config.nft} is not installed (the Debian package nftables)")
+    command = [nft, *(["-c"] if check_only else []), "-f", "-"]
+    try:
+        done = subprocess.run(  # noqa: S603 - nft's path, a script of ours
+            command, input=script, capture_output=True, text=True, timeout=NFT_SECONDS
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise FirewallError(f"nft failed: {exc}") from None
+    if done.returncode != 0:
+        raise FirewallError(f"nft failed: {done.stderr.strip() or done.returncode}")
+
+
+def unavailable_reason(config: FirewallConfig) -> str | None:
+    """Why the firewall cannot be set here (off, not root, no nft, or the kernel refuses:
+    a container without CAP_NET_ADMIN), else None. Checked with ``nft -c``: nothing changes."""
+    if config.mode == "off":
+        return "LOCAL_FIREWALL is off"
+    if os.geteuid() != 0:
+        return "the portal does not run as root (tasks then run as its own uid)"
+    try:
+        run_nft(config, ruleset(config, []), check_only=True)
+    except FirewallError as exc:
+        return str(exc)
+    return None
+
+
+class TaskFirewall:
+    """The firewall of one backend: ``sync`` keeps the table equal to its live tasks."""
+
+    def __init__(self, config: FirewallConfig) -> None:
+        self.config = config
+        self.built = False  # this backend has built the table (it may be gone since)
+
+    @cached_property
+    def active(self) -> bool:
+        """Whether tasks are fenced; LOCAL_FIREWALL=on where that cannot be is an error (no
+        task starts), auto then leaves them open (the system check says what they reach)."""
+        reason = unavailable_reason(self.config)
+        if reason is not None and self.config.mode == "on":
+            raise FirewallError(f"LOCAL_FIREWALL is on and cannot be set: {reason}")
+        return reason is None
+
+    def admit(self, uid: int | None) -> None:
+        """Refuse a task whose uid the rules do not cover (a portal user id past the span)."""
+        if uid is None or not self.active:
+            return
+        if not self.config.uid_base <= uid <= self.config.uid_last:
+            raise FirewallError(
+                f"the task's uid {uid} is outside the firewall's range "
+                f"{self.config.uid_base}-{self.config.uid_last}"
+            )
+
+    def open(self, ports: Collection[int], live_ports: Callable[[], set[int]]) -> None:
+        """At a launch: the new task's ports added to the set, one small transaction (2-3 ms
+        here, against 15 ms to rebuild the table: the kernel re-registers its hooks); the whole
+        table, from ``live_ports()`` and ``ports``, where this backend has not built it yet or
+        the addition fails (the table is gone: no task ran, or it was removed by hand). With
+        no port, DNS's is added: a no-op that fails all the same where the table is gone."""
+        if not self.active:
+            return
+        if self.built:
+            try:
+                run_nft(self.config, additions(self.config, ports or {DNS_PORT}))
+                return
+            except FirewallError:
+                pass
+        self.sync({*live_ports(), *ports}, True)
+
+    def sync(self, task_ports: Iterable[int], tasks_running: bool) -> None:
+        """The table with ``task_ports`` open, or no table when no task runs."""
+        if not self.active:
+            return
+        script = ruleset(self.config, task_ports) if tasks_running else removal(self.config)
+        run_nft(self.config, script)
+        self.built = tasks_running

@@ -1,0 +1,184 @@
+"""The kernel's limits of a local task (``clusters/backends/local/cgroups.py``, ``disk.py``,
+``limits.py``): each holds on this host's cgroup hierarchy (v1 here, v2 in the VM of
+``tests/vm``), each ends a task that meets it as FAILED with a reason that names it, and where
+one cannot be enforced another user's task is refused, never run unlimited."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from clusters.backends.base import TaskPhase
+from clusters.backends.exits import describe_exit
+from clusters.backends.local import LocalBackend, LocalBackendError, cgroups
+from clusters.backends.local.limits import HostLimits
+from clusters.backends.local.sandbox import SandboxConfig, sandbox_init
+from tests.support.local_tasks import record_pid, task, wait_until_ended
+from tests.waiting import wait_for
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the kernel's limits need root")
+EXPECTED_CGROUP = os.environ.get("PORTAL_EXPECT_CGROUP")  # "2" inside the VM of tests/vm
+
+
+def ended(backend: LocalBackend, ref: str, timeout: float = 60.0) -> str:
+    """The diagnostics of the task ``ref`` once it has FAILED."""
+    assert wait_until_ended(backend, ref, timeout) == TaskPhase.FAILED
+    return backend.observe([ref])[ref].diagnostics
+
+
+@as_root
+def test_the_host_limits_memory_cpu_pids_and_disk_on_its_cgroup_hierarchy(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks")
+    hierarchy = backend.hierarchy
+    assert hierarchy.controllers == ("memory", "cpu", "pids"), backend.describe_limits()
+    if EXPECTED_CGROUP:
+        assert hierarchy.version == int(EXPECTED_CGROUP)
+    assert backend.host_limits.unlimited(backend.sandbox) == []
+    assert backend.describe_limits()[0] == (
+        f"cgroup v{hierarchy.version}: memory, cpu, pids limited per task"
+    )
+
+
+@as_root
+def test_a_task_runs_in_a_cgroup_of_its_memory_cpu_and_pids(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig(pids_max=300))
+    ref = backend.launch(task("sleep 30"))  # memoryMB 256, cpu 1
+    try:
+        pid = wait_for(lambda: sandbox_init(tmp_path / "tasks" / ref, record_pid(backend, ref)))
+        groups = Path(f"/proc/{pid}/cgroup").read_text()
+        name = ref.replace("/", ".")
+        assert f"/portal-tasks/{name}" in groups
+        root = backend.hierarchy.root
+        memory = str(256 * 1024 * 1024)
+        if backend.hierarchy.version == 2:
+            path = root / "portal-tasks" / name
+            assert (path / "memory.max").read_text().strip() == memory
+            assert (path / "memory.swap.max").read_text().strip() == "0"
+            assert (path / "cpu.max").read_text().split() == ["100000", "100000"]
+            assert (path / "pids.max").read_text().strip() == "300"
+        else:
+            path = root / "memory" / "portal-tasks" / name
+            assert (path / "memory.limit_in_bytes").read_text().strip() == memory
+            assert (root / "cpu/portal-tasks" / name / "cpu.cfs_quota_us").read_text() == "100000\n"
+            assert (root / "pids/portal-tasks" / name / "pids.max").read_text() == "300\n"
+    finally:
+        backend.stop([ref])
+
+
+def test_the_v2_files_of_a_task_are_written_as_the_kernel_reads_them(tmp_path: Path):
+    """The unified hierarchy's files (the kernel's own are checked in the VM): a fake root."""
+    hierarchy = cgroups.Hierarchy(2, tmp_path, ("memory", "cpu", "pids"))
+    (tmp_path / "portal-tasks").mkdir()
+    (procs,) = cgroups.create(hierarchy, "job-1-a1/worker-0", cgroups.Limits(512, 2, 100))
+    path = tmp_path / "portal-tasks" / "job-1-a1.worker-0"
+    assert procs == path / "cgroup.procs"
+    assert (path / "memory.max").read_text() == str(512 * 1024 * 1024)
+    assert (path / "memory.oom.group").read_text() == "1"
+    assert (path / "cpu.max").read_text() == "200000 100000"
+    assert (path / "pids.max").read_text() == "100"
+    (path / "memory.events").write_text("low 0\nhigh 0\nmax 9\noom 2\noom_kill 2\n")
+    (path / "pids.events").write_text("max 17\n")
+    events = cgroups.events(hierarchy, "job-1-a1/worker-0")
+    assert events == cgroups.Events(oom_kills=2, pids_max=17)
+
+
+def test_without_a_controller_another_users_task_is_refused_and_an_admins_runs(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks")
+    backend.__dict__["host_limits"] = HostLimits(
+        cgroups.Hierarchy(1, Path("/sys/fs/cgroup"), ("memory", "cpu")), disk=True
+    )
+    with pytest.raises(LocalBackendError, match="cannot limit the pids of a task"):
+        backend.launch(task("true"))
+    assert "pids NOT limited" in " ".join(backend.describe_limits())
+    admins = backend.launch(task("true", owner_is_admin=True))
+    assert wait_until_ended(backend, admins) == TaskPhase.SUCCEEDED
+    allowed = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig(require_limits=False))
+    allowed.__dict__["host_limits"] = backend.host_limits
+    assert wait_until_ended(allowed, allowed.launch(task("true", index=1))) == TaskPhase.SUCCEEDED
+
+
+@as_root
+def test_a_fork_bomb_is_stopped_at_its_pids_limit(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig(pids_max=64))
+    ref = backend.launch(task("bomb() { bomb | bomb & }; bomb; sleep 600"))
+    diagnostics = ended(backend, ref)  # observing finds the refused forks and stops it
+    assert diagnostics.startswith(
+        "hit its limit of 64 processes and threads (LOCAL_TASK_PIDS_MAX) and was stopped whole"
+    ), diagnostics
+
+
+@as_root
+def test_a_task_over_its_memory_is_killed_whole(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks")
+    hog = "python3 -c 'b = bytearray(700 * 1024 * 1024); print(len(b))'; echo after-the-hog"
+    ref = backend.launch(task(hog))  # memoryMB 256
+    diagnostics = ended(backend, ref)
+    assert diagnostics.startswith("OOMKilled: the task went over its memoryMB (256 MB)")
+    assert b"734003200" not in backend.read_log(ref, "stdout")
+
+
+@as_root
+def test_a_task_that_fills_its_disk_gets_no_space_and_fails_naming_its_limit(tmp_path: Path):
+    free_before = shutil.disk_usage(tmp_path).free
+    backend = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig(disk_mb=64))
+    fill = "dd if=/dev/zero of={} bs=1M count=200 status=none"
+    ref = backend.launch(task(f"{fill.format('big')} || exit 1; echo filled"))
+    diagnostics = ended(backend, ref)
+    assert diagnostics.startswith(
+        "filled its disk limit of 64 MB (LOCAL_TASK_DISK_MB): No space left on device"
+    ), diagnostics
+    assert b"filled" not in backend.read_log(ref, "stdout")
+    assert shutil.disk_usage(tmp_path).free > free_before - 80 * 1024 * 1024
+    tmp = backend.launch(task(f"{fill.format('/tmp/big')} || exit 1", index=1))
+    assert "No space left on device" in ended(backend, tmp)
+    shm = backend.launch(task(f"{fill.format('/dev/shm/big')} || exit 1", index=2))
+    assert "No space left on device" in ended(backend, shm)
+
+
+@as_root
+def test_the_working_directory_is_a_file_system_of_the_tasks_own(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig(disk_mb=32))
+    ref = backend.launch(task("df -k . | tail -1; id -u; stat -c %u .; sleep 30"))
+    work = backend.work_dir(ref)
+    wait_for(lambda: backend.read_log(ref, "stdout").count(b"\n") >= 3)
+    size, uid, owner = backend.read_log(ref, "stdout").decode().splitlines()
+    assert 20_000 < int(size.split()[1]) <= 32 * 1024
+    assert uid == owner
+    assert os.path.ismount(work)
+    backend.stop([ref])
+    wait_until_ended(backend, ref)
+    backend.cleanup([])
+    assert not os.path.ismount(work) and not work.exists()
+
+
+@as_root
+def test_a_task_that_opens_a_million_files_fails_at_its_open_files_limit(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig(nofile=256))
+    opener = "python3 -c 'import os; [os.open(\"/dev/null\", 0) for _ in range(10**6)]'"
+    diagnostics = ended(backend, backend.launch(task(opener)))
+    assert diagnostics.startswith(
+        "hit its limit of 256 open files per process (LOCAL_TASK_NOFILE): Too many open files"
+    ), diagnostics
+
+
+def test_a_log_flood_is_capped_and_the_reason_says_so(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks", log_max_bytes=1024 * 1024)
+    ref = backend.launch(task("head -c 300000000 /dev/zero; exit 3"))
+    diagnostics = ended(backend, ref)
+    assert diagnostics.startswith(
+        "wrote more than 1048576 bytes on stdout (LOCAL_TASK_LOG_MAX_BYTES): the rest was dropped"
+    ), diagnostics
+    log = backend.read_log(ref, "stdout")
+    assert len(log) < 1024 * 1024 + 200
+    assert log.endswith(
+        b"[portal] log capped at 1048576 bytes: the rest of the output was dropped\n"
+    )
+
+
+def test_a_task_without_a_limit_met_keeps_its_exit_reason(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks")
+    diagnostics = ended(backend, backend.launch(task("echo plain failure >&2; exit 3")))
+    assert diagnostics == describe_exit(3)
