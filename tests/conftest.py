@@ -73,6 +73,8 @@ def _test_settings(settings, tmp_path: Path) -> Iterator[None]:
     shared.chmod(0o777)  # the tasks' uids (the portal is root here) write in it too
     settings.LOCAL_SANDBOX_SHARED = [str(shared)]
     settings.LOCAL_STOP_GRACE_SECONDS = 2.0
+    # The task firewall's table of the tests' own: a portal running on this machine keeps its own.
+    settings.LOCAL_FIREWALL_TABLE = "portal_tasks_tests"
     # Each persona's password would otherwise cost a million PBKDF2 rounds.
     settings.PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher"]
     # A healthy portal, where beat has just run a pass: pages show no "scheduler has not run"
