@@ -37,6 +37,7 @@ from clusters.backends.local.firewall import (
 )
 from clusters.backends.local.sandbox import SandboxConfig
 from tests.support.local_tasks import phase_of, wait_until_ended
+from tests.support.servers import connects
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -333,7 +334,7 @@ def test_a_sandboxed_task_reaches_no_service_of_this_machine_but_another_tasks_p
     server = f"exec python3 -c {shlex.quote(GREETER)} 127.0.0.1 {peers}"
     peer = launch(backend, "job-1-a1", server, [peers])
     wait_for(lambda: phase_of(backend, peer) == TaskPhase.RUNNING)
-    wait_for(lambda: _connects(peers), timeout=20)
+    wait_for(lambda: connects(peers), timeout=20)
     targets = [6379, 5432, 3306, internal, public, peers]
     prober = launch(backend, "job-2-a1", "\n".join(reach(port) for port in targets), [])
     seen = outcome(backend, prober)
@@ -359,14 +360,6 @@ def test_a_sandboxed_task_reaches_no_service_of_this_machine_but_another_tasks_p
     assert host_table.table not in tables()
     for listener in listeners:
         listener.close()
-
-
-def _connects(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
 
 
 @as_root

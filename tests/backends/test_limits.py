@@ -14,9 +14,8 @@ import pytest
 from clusters.backends.base import TaskPhase
 from clusters.backends.exits import describe_exit
 from clusters.backends.local import LocalBackend, LocalBackendError, cgroups
-from clusters.backends.local.limits import HostLimits
 from clusters.backends.local.sandbox import SandboxConfig, sandbox_init
-from tests.support.local_tasks import record_pid, task, wait_until_ended
+from tests.support.local_tasks import record_pid, task, wait_until_ended, without_pids
 from tests.waiting import wait_for
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the kernel's limits need root")
@@ -85,11 +84,10 @@ def test_the_v2_files_of_a_task_are_written_as_the_kernel_reads_them(tmp_path: P
     assert events == cgroups.Events(oom_kills=2, pids_max=17)
 
 
+@as_root
 def test_without_a_controller_another_users_task_is_refused_and_an_admins_runs(tmp_path: Path):
     backend = LocalBackend(tmp_path / "tasks")
-    backend.__dict__["host_limits"] = HostLimits(
-        cgroups.Hierarchy(1, Path("/sys/fs/cgroup"), ("memory", "cpu")), disk=True
-    )
+    backend.__dict__["host_limits"] = without_pids(backend)
     with pytest.raises(LocalBackendError, match="cannot limit the pids of a task"):
         backend.launch(task("true"))
     assert "pids NOT limited" in " ".join(backend.describe_limits())

@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.core.checks import run_checks
 
 from portal.checks import open_database
-from tests.support.servers import RedisServer, free_port
+from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,26 +86,17 @@ def test_reading_the_settings_writes_nothing_and_setup_keeps_one_secret_key(tmp_
     assert run(setup) == key  # kept: sessions survive a restart
 
 
-@pytest.fixture
-def open_redis() -> Iterator[RedisServer]:
-    """A Redis without a password on the loopback, as a machine's own often is."""
-    server = RedisServer()
-    server.start()
-    yield server
-    server.stop()
-
-
 def test_tasks_beside_a_redis_without_a_password_stop_the_local_backend_when_unfenced(
-    settings, open_redis
+    settings, redis_server
 ):
     """Without the task firewall (off here; as an ordinary user, or without nft, alike) a
     task could use the broker and the reconcile lock: the portal does not start, and the hint
     names the setting that allows it on purpose."""
-    settings.REDIS_URL = open_redis.url
+    settings.REDIS_URL = redis_server.url
     settings.LOCAL_FIREWALL = "off"
     errors = {e.id: e for e in run_checks(tags=["portal"])}  # E007 too on an open database
     assert (
-        f"Redis (REDIS_URL, 127.0.0.1:{open_redis.port}) without a password"
+        f"Redis (REDIS_URL, 127.0.0.1:{redis_server.port}) without a password"
         in errors["portal.E006"].msg
     )
     assert "the task firewall is not set: LOCAL_FIREWALL is off" in errors["portal.E006"].msg
@@ -116,27 +106,27 @@ def test_tasks_beside_a_redis_without_a_password_stop_the_local_backend_when_unf
     assert portal_errors() == {}
 
 
-def test_not_root_is_unfenced_too(settings, open_redis, monkeypatch):
-    settings.REDIS_URL = open_redis.url
+def test_not_root_is_unfenced_too(settings, redis_server, monkeypatch):
+    settings.REDIS_URL = redis_server.url
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert "the portal does not run as root" in portal_errors()["portal.E006"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get("CI"), reason="the firewall: root")
 def test_with_the_task_firewall_a_redis_of_this_host_without_a_password_is_out_of_reach(
-    settings, open_redis
+    settings, redis_server
 ):
-    settings.REDIS_URL = open_redis.url
+    settings.REDIS_URL = redis_server.url
     assert portal_errors() == {}
 
 
-def test_a_redis_with_a_password_or_none_answering_is_no_error(settings, open_redis):
+def test_a_redis_with_a_password_or_none_answering_is_no_error(settings, redis_server):
     settings.LOCAL_FIREWALL = "off"
-    settings.REDIS_URL = f"redis://:wrong-but-some@127.0.0.1:{open_redis.port}/0"
+    settings.REDIS_URL = f"redis://:wrong-but-some@127.0.0.1:{redis_server.port}/0"
     assert "portal.E006" not in portal_errors()
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing there
     assert "portal.E006" not in portal_errors()
-    settings.REDIS_URL = open_redis.url
+    settings.REDIS_URL = redis_server.url
     settings.CLUSTER_BACKEND = "kubernetes"  # its pods do not share this host's network
     assert portal_errors() == {}
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from jobs.models import Job, JobEvent
 from portal.accounts.models import ApiToken
 from portal.unavailable import ServiceUnavailableMiddleware
 from tests.jobs.samples import hello_job
-from tests.support.servers import RedisServer, daphne
+from tests.support.servers import daphne
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,14 +43,6 @@ PAGES = [
 THROTTLE_WARNING = "API rate limits are not enforced"
 
 
-@pytest.fixture
-def private_redis() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.stop()
-
-
 def beat_loop(backend: object, stop: threading.Event, failed: threading.Event) -> None:
     """What beat does: a reconcile pass every few tenths of a second, going on when one fails
     because Redis is down (``failed`` is set then)."""
@@ -71,9 +62,9 @@ def beat_loop(backend: object, stop: threading.Event, failed: threading.Event) -
 
 
 def test_with_redis_down_reads_answer_and_a_submission_waits_for_it(
-    private_redis, alice, backend, settings, tmp_path: Path
+    redis_server, alice, backend, settings, tmp_path: Path
 ):
-    settings.REDIS_URL = private_redis.url  # the test's beat pass locks on the private Redis
+    settings.REDIS_URL = redis_server.url  # the test's beat pass locks on the private Redis
     token = ApiToken.objects.issue(alice, 3600)[1]
     browser = Client()
     browser.force_login(alice)
@@ -84,10 +75,10 @@ def test_with_redis_down_reads_answer_and_a_submission_waits_for_it(
     log_path = tmp_path / "daphne.log"
     stop, failed = threading.Event(), threading.Event()
     beat = threading.Thread(target=beat_loop, args=(backend, stop, failed), daemon=True)
-    with daphne(log_path, REDIS_URL=private_redis.url) as base:
+    with daphne(log_path, REDIS_URL=redis_server.url) as base:
         before = api.post(f"{base}/api/v2/jobs", hello_job("before", "sleep 60"), timeout=30)
         assert before.status_code == 202
-        private_redis.stop()
+        redis_server.stop()
 
         for path in API_READS:
             answer = api.get(base + path, timeout=30)
@@ -125,7 +116,7 @@ def test_with_redis_down_reads_answer_and_a_submission_waits_for_it(
         beat.start()  # beat may run while Redis is down: its passes fail and it goes on
         assert failed.wait(30)
         assert Job.objects.get(pk=job.pk).state == "WAITING"
-        private_redis.start()
+        redis_server.start()
         try:
             wait_for(lambda: Job.objects.get(pk=job.pk).state == "SUCCEEDED", timeout=60)
             assert api.get(f"{base}/api/v2/jobs/alice~while-down", timeout=30).json()["jobStatus"][
@@ -139,12 +130,12 @@ def test_with_redis_down_reads_answer_and_a_submission_waits_for_it(
             beat.join(10)
 
 
-def test_a_request_that_needs_redis_while_it_is_down_gets_a_503_that_says_so(private_redis, alice):
+def test_a_request_that_needs_redis_while_it_is_down_gets_a_503_that_says_so(redis_server, alice):
     """The net under every view: what still needs Redis while it is down is refused with a 503
     (OpenPAI's JSON under /api/, a page elsewhere), raised before anything committed."""
-    private_redis.stop()
+    redis_server.stop()
     try:
-        redis.Redis.from_url(private_redis.url).set("k", "v")
+        redis.Redis.from_url(redis_server.url).set("k", "v")
     except redis.exceptions.ConnectionError as exc:
         down = exc
     middleware = ServiceUnavailableMiddleware(lambda request: None)  # type: ignore[arg-type,return-value]

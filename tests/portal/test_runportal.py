@@ -19,12 +19,10 @@ import redis
 import requests
 
 from portal.management.commands.runportal import Command, kill_group
-from tests.portal.test_checks import open_redis
 from tests.support.servers import free_port
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-__all__ = ["open_redis"]  # a Redis without a password, a fixture
 
 
 class Output:
@@ -181,36 +179,36 @@ def test_a_killed_runportal_leaves_no_process_behind(tmp_path):
 
 
 def test_without_redis_url_a_private_redis_starts_even_beside_an_open_one(
-    settings, tmp_path, monkeypatch, open_redis
+    settings, tmp_path, monkeypatch, redis_server
 ):
     """A Redis answering at the default URL is not taken: without a password, every job on
     this machine could share it."""
     settings.VAR_DIR = tmp_path
-    settings.REDIS_URL = open_redis.url  # what settings.py makes of an unset REDIS_URL, here
+    settings.REDIS_URL = redis_server.url  # what settings.py makes of an unset REDIS_URL, here
     monkeypatch.delenv("REDIS_URL", raising=False)
     child = Command().ensure_redis()
     assert child is not None and child.process is not None
     try:
         password = (tmp_path / "redis_password").read_text().strip()
         assert os.environ["REDIS_URL"].startswith(f"redis://:{password}@127.0.0.1:")
-        assert f":{open_redis.port}/" not in os.environ["REDIS_URL"]
+        assert f":{redis_server.port}/" not in os.environ["REDIS_URL"]
         assert os.environ["REDIS_URL"] == settings.REDIS_URL  # what runportal's checks see
     finally:
         kill_group(child.process, signal.SIGKILL)
         child.process.wait()
 
 
-def test_a_redis_url_set_and_answering_is_used(monkeypatch, open_redis):
-    monkeypatch.setenv("REDIS_URL", open_redis.url)
+def test_a_redis_url_set_and_answering_is_used(monkeypatch, redis_server):
+    monkeypatch.setenv("REDIS_URL", redis_server.url)
     assert Command().ensure_redis() is None
 
 
-def test_runportal_refuses_to_start_beside_a_redis_tasks_could_use(tmp_path, open_redis):
+def test_runportal_refuses_to_start_beside_a_redis_tasks_could_use(tmp_path, redis_server):
     env = {
         **os.environ,
         "PORTAL_VAR_DIR": str(tmp_path),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'portal.sqlite3'}",
-        "REDIS_URL": open_redis.url,
+        "REDIS_URL": redis_server.url,
         "LOCAL_FIREWALL": "off",  # as on a host without nft, or an ordinary user's
     }
     run = subprocess.run(

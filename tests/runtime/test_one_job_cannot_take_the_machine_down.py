@@ -34,7 +34,8 @@ ATTACKS = {
         "filled its disk limit of 64 MB (LOCAL_TASK_DISK_MB): No space left on device",
     ),
     "all_memory": (
-        ["python3 -c 'b = bytearray(20 * 1024 ** 3)'", "echo survived"],
+        # In steps: one allocation larger than the machine is refused before the limit counts.
+        ["python3 -c 'b = []\nwhile True: b.append(bytearray(16 * 1024 ** 2))'", "echo survived"],
         "OOMKilled: the task went over its memoryMB (128 MB)",
     ),
     "million_files": (
@@ -42,7 +43,7 @@ ATTACKS = {
         "hit its limit of 1024 open files per process (LOCAL_TASK_NOFILE)",
     ),
     "log_flood": (
-        ["head -c 3000000000 /dev/zero", "exit 1"],
+        ["head -c 100000000 /dev/zero", "exit 1"],  # 100 times the cap
         "wrote more than 1048576 bytes on stdout (LOCAL_TASK_LOG_MAX_BYTES)",
     ),
 }

@@ -39,6 +39,7 @@ from tests.jobs.helpers import reconcile_until, settle
 from tests.runtime.jobs import one_role
 from tests.support.images import IMAGE, image_storage
 from tests.support.processes import processes_running
+from tests.support.servers import connects
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -201,14 +202,6 @@ def portal_process() -> Iterator[subprocess.Popen[bytes]]:
     yield process
     process.kill()
     process.wait()
-
-
-def connects(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
 
 
 def running_task(backend: LocalBackend, job: Job) -> Task:

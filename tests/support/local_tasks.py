@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from clusters.backends.base import Placement, TaskLaunch, TaskPhase
-from clusters.backends.local import LocalBackend
+from clusters.backends.local import LocalBackend, cgroups
+from clusters.backends.local.limits import HostLimits
 from clusters.backends.local.pty import PtySession
 from tests.waiting import wait_for
 
@@ -101,3 +102,9 @@ def shell_output(backend: LocalBackend, ref: str, typed: bytes, until: bytes) ->
         session.close()
         backend.stop([ref])
     return seen.decode(errors="replace")
+
+
+def without_pids(backend: LocalBackend) -> HostLimits:
+    """This host's limits as if its pids controller could not be used."""
+    real = backend.hierarchy
+    return HostLimits(cgroups.Hierarchy(real.version, real.root, ("memory", "cpu")), disk=True)

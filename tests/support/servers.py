@@ -141,3 +141,12 @@ def reconcile_worker_and_listener() -> Iterator[None]:
     worker = ["-m", "celery", "-A", "portal", "worker", "--pool", "solo", "-l", "warning"]
     with portal_process(worker), portal_process(["manage.py", "watchcluster"]):
         yield
+
+
+def connects(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a TCP connection to ``host:port`` from this process is accepted."""
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+    except OSError:
+        return False
+    return True
