@@ -8,7 +8,8 @@ PYTHON ?= $(shell /usr/bin/python3 -c 'import sys, ensurepip; sys.exit(sys.versi
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench install assets chromium sshd bubblewrap charliecloud clean constraints
+.PHONY: run test lint typecheck bench install assets chromium sshd bubblewrap nftables charliecloud \
+	vm-tools clean constraints
 
 # constraints.txt pins every package to the version the tests passed with (see pyproject.toml).
 $(STAMP): pyproject.toml constraints.txt
@@ -21,7 +22,7 @@ node_modules/.installed: package.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch node_modules/.installed
 
-install: $(STAMP) node_modules/.installed bubblewrap
+install: $(STAMP) node_modules/.installed bubblewrap nftables
 
 ## Set up everything and run the portal (web + worker + beat) on the embedded default.
 run: install $(if $(filter charliecloud,$(LOCAL_IMAGES)),charliecloud)
@@ -35,12 +36,25 @@ chromium:
 bubblewrap:
 	@test -x /usr/bin/bwrap || (apt-get update && apt-get install -y bubblewrap)
 
+# As root, local tasks reach no port of this host but their jobs' (the task firewall, nft), and
+# their working directory is a file system of its own (mkfs.ext4 of e2fsprogs, a loop mount).
+nftables:
+	@test -x /usr/sbin/nft -a -x /sbin/mkfs.ext4 || (apt-get update && \
+		apt-get install -y --no-install-recommends nftables e2fsprogs)
+
 # LOCAL_IMAGES=charliecloud runs a local task in its dockerImage: ch-image pulls it, ch-run
 # enters it (Debian's charliecloud packages); the tests build their image from busybox-static.
 charliecloud:
 	@test -x /usr/bin/ch-run -a -x /usr/bin/ch-image -a -x /bin/busybox || (apt-get update && \
 		apt-get install -y --no-install-recommends charliecloud-runtime charliecloud-builders \
 		busybox-static)
+
+# tests/vm boots a Debian 12 VM (a cgroup-v2 host) with QEMU (TCG); mmdebstrap and mke2fs build
+# its image once, cached in /var/cache/portal-vm.
+vm-tools:
+	@test -x /usr/bin/qemu-system-x86_64 -a -x /usr/bin/mmdebstrap -a -x /sbin/mke2fs || \
+		(apt-get update && apt-get install -y --no-install-recommends qemu-system-x86 mmdebstrap \
+		e2fsprogs)
 
 # The ssh plugin's test starts sshd in its tasks. Installing the package must not leave a system
 # sshd on port 22: Docker's policy-rc.d forbids the start; elsewhere it is stopped again.
@@ -52,7 +66,7 @@ sshd:
 # Tests get a Redis database of their own, as Django gives them test_<name> in PostgreSQL: a
 # portal running on this machine shares no broker queue, lock or counter with them.
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/9
-test: install chromium sshd charliecloud
+test: install chromium sshd charliecloud vm-tools
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
