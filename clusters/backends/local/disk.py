@@ -4,9 +4,9 @@ As root, each task's ``work`` directory is an ext4 file system in a sparse file 
 ``LOCAL_TASK_DISK_MB`` beside it (``work.img``, loop-mounted ``nosuid,nodev``), so a task that
 fills its directory gets "No space left on device" while the host keeps its disk: the file
 takes only what the task writes. Measured here: 6 ms for ``mkfs.ext4`` of a 10 GiB sparse file
-and 7 to 17 ms for the mount, per task start (``bench/sandbox.py``). /tmp and /dev/shm are tmpfs of their own sizes
-(``sandbox.bwrap_args``). Without root, or without loop devices, the working directory is a
-plain directory and the limits report says the disk is not limited.
+and 7 to 17 ms for the mount, per task start (``bench/sandbox.py``). /tmp and /dev/shm are
+tmpfs of their own sizes (``sandbox.bwrap_args``). Without root, or without loop devices, the
+working directory is a plain directory and the limits report says the disk is not limited.
 """
 
 from __future__ import annotations

@@ -15,14 +15,14 @@ sees "connection refused", not a hang). Replies of connections already made pass
 still answers on any port it serves. Packets to other hosts (the outside network) pass.
 
 Why this and not a network namespace per job: a job's ports must stay reachable on the host's
-addresses, which a namespace would need a forwarder (a proxy or DNAT rules) per port for, plus
-a bridge, a veth pair and addresses per job, each set up and torn down with the tasks. One
-table on the uid range leaves every other packet of the machine alone (the first rule sends
-only the task uids' packets on) and costs one small ``nft`` call per task start
-(``bench/sandbox.py`` measures it). It uses connection tracking (``ct state``) for the replies, which the kernel then
-keeps for the host's other connections too (bounded by ``nf_conntrack_max``; most hosts with
-Docker or a firewall have it on already). Not covered: abstract UNIX sockets, which belong to
-the network namespace the tasks share with the host (a service listening on one is reachable).
+addresses, which a namespace would need a forwarder (a proxy or DNAT rules) per port for, plus a
+bridge, a veth pair and addresses per job, each set up and torn down with the tasks. One table on
+the uid range leaves every other packet of the machine alone (the first rule sends only the task
+uids' packets on) and costs one small ``nft`` call per task start (``bench/sandbox.py`` measures
+it). It uses connection tracking (``ct state``) for the replies, which the kernel then keeps for
+the host's other connections too (bounded by ``nf_conntrack_max``; most hosts with Docker or a
+firewall have it on already). Not covered: abstract UNIX sockets, which belong to the network
+namespace the tasks share with the host (a service listening on one is reachable).
 
 The table is built whole, from the backend's live tasks, in one ``nft -f -`` transaction (atomic:
 no moment without rules) at a backend's first launch and on each cleanup, so it heals itself
