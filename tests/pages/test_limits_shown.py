@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 from django.test import Client
+from django.utils.html import escape
 
 from jobs import lifecycle
 from jobs.states import JobState
@@ -24,7 +25,7 @@ def test_the_nodes_page_lists_the_limits_of_a_task_on_this_host(client: Client, 
     client.force_login(admin)
     page = client.get("/manage/nodes/").content.decode()
     for line in backend.describe_limits():
-        assert f"<li>{line}</li>" in page
+        assert f"<li>{escape(line)}</li>" in page
     assert "Not limited here" not in page
 
 
@@ -44,4 +45,5 @@ def test_a_job_run_without_a_limit_says_so_on_its_page_and_the_nodes_page(
     client.force_login(admin)
     nodes = client.get("/manage/nodes/").content.decode()
     assert "pids NOT limited (controller unavailable)" in nodes
+    assert "network: tasks reach this host only on task ports, the portal&#x27;s port" in nodes
     assert "Not limited here: pids." in nodes

@@ -419,7 +419,9 @@ class LocalBackend:
 
     def describe_limits(self) -> list[str]:
         """What holds for tasks on this host, a line each (start-up, admin and job pages)."""
-        return self.host_limits.describe(self.sandbox) if self.sandbox.enabled else []
+        if not self.sandbox.enabled:
+            return []
+        return [*self.host_limits.describe(self.sandbox), self.firewall.describe()]
 
     def unlimited(self) -> list[str]:
         """The limits a task would run without on this host (all of them unsandboxed)."""

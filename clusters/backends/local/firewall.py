@@ -160,6 +160,15 @@ class TaskFirewall:
             raise FirewallError(f"LOCAL_FIREWALL is on and cannot be set: {reason}")
         return reason is None
 
+    def describe(self) -> str:
+        """One line for the start-up output and the admin's Nodes page."""
+        if self.active:
+            return (
+                "network: tasks reach this host only on task ports, the portal's port and DNS "
+                f"(nftables table {self.config.table})"
+            )
+        return f"network: tasks reach every port of this host ({unavailable_reason(self.config)})"
+
     def admit(self, uid: int | None) -> None:
         """Refuse a task whose uid the rules do not cover (a portal user id past the span)."""
         if uid is None or not self.active:
