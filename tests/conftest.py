@@ -73,8 +73,11 @@ def _test_settings(settings, tmp_path: Path) -> Iterator[None]:
     shared.chmod(0o777)  # the tasks' uids (the portal is root here) write in it too
     settings.LOCAL_SANDBOX_SHARED = [str(shared)]
     settings.LOCAL_STOP_GRACE_SECONDS = 2.0
-    # The task firewall's table of the tests' own: a portal running on this machine keeps its own.
+    # The task firewall's table of the tests' own, on task uids of their own: a portal running
+    # tasks on this machine (uids from 200000) keeps its table, and neither table refuses the
+    # other's tasks (a packet passes only if every table on the hook lets it through).
     settings.LOCAL_FIREWALL_TABLE = "portal_tasks_tests"
+    settings.LOCAL_TASK_UID_BASE = 1_300_000
     # Each persona's password would otherwise cost a million PBKDF2 rounds.
     settings.PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher"]
     # A healthy portal, where beat has just run a pass: pages show no "scheduler has not run"
