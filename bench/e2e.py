@@ -44,6 +44,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from clusters.backends.local import disk  # noqa: E402 - the tasks' file systems, unmounted
+
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DATABASE = os.environ.get("BENCH_DB", "bench_e2e")  # another name for runs side by side
 CLIENTS = 8
@@ -113,6 +117,7 @@ def start_portal(stack: contextlib.ExitStack, marker: str) -> int:
     stack.callback(signal.signal, signal.SIGINT, signal.getsignal(signal.SIGINT))  # at the end
     var_dir = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
     stack.callback(shutil.rmtree, var_dir, ignore_errors=True)
+    stack.callback(disk.release_all, var_dir)  # the tasks' file systems, before their files go
     stack.callback(kill_leftovers, marker, var_dir)  # runs after the stops below
     redis_port, port = free_port(), free_port()
     redis_server = subprocess.Popen(

@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from clusters import registry
-from clusters.backends.local import LocalBackend
+from clusters.backends.local import LocalBackend, disk
 from jobs.lifecycle.passes import LAST_RUN_KEY
 
 
@@ -152,6 +152,7 @@ def release(local: LocalBackend) -> None:
     while any(local._live_records()) and time.monotonic() < deadline:
         time.sleep(0.05)
     local.cleanup([])
+    disk.release_all(local.root)  # a task file system cleanup could not remove
 
 
 @pytest.fixture

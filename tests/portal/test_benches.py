@@ -36,6 +36,10 @@ def server_url() -> str:
     return f"postgres://{user}@{host}:{port}"
 
 
+def mount_points() -> set[str]:
+    return {line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()}
+
+
 @pytest.mark.parametrize("script", sorted(BENCHES))
 def test_the_benchmark_runs_and_prints_its_headline(script: str, tmp_path: Path) -> None:
     if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
@@ -50,6 +54,7 @@ def test_the_benchmark_runs_and_prints_its_headline(script: str, tmp_path: Path)
         "BENCH_REDIS": "redis://127.0.0.1:6379/14",
         "BENCH_VAR_DIR": str(tmp_path),
     }
+    mounted_before = mount_points()
     try:
         done = subprocess.run(
             [sys.executable, f"bench/{script}", *arguments],
@@ -61,6 +66,8 @@ def test_the_benchmark_runs_and_prints_its_headline(script: str, tmp_path: Path)
         )
         assert done.returncode == 0, done.stderr[-3000:]
         assert headline in done.stdout, done.stdout[-2000:]
+        # Nothing left mounted of its tasks' file systems (each would hold a loop device).
+        assert mount_points() <= mounted_before, mount_points() - mounted_before
     finally:
         drop = f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"
         subprocess.run(["psql", f"{server_url()}/postgres", "-qc", drop], check=False)

@@ -53,6 +53,21 @@ def release(control: Path, work: Path) -> None:
     (control / IMAGE).unlink(missing_ok=True)
 
 
+def release_all(root: Path) -> None:
+    """Unmount every task file system under ``root`` (before a task root is deleted whole: a
+    mount left behind holds its loop device and its file's space until the machine restarts)."""
+    top = os.path.realpath(root)
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return
+    # /proc/self/mounts escapes spaces and the like as octal (\040).
+    points = [line.split()[1].encode().decode("unicode_escape") for line in lines]
+    for point in sorted(points, key=len, reverse=True):
+        if point.startswith(top + os.sep):
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)  # noqa: S607
+
+
 def _run(argv: list[str]) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
