@@ -21,7 +21,7 @@ import signal
 import socket
 import time
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from functools import cached_property
@@ -170,7 +170,7 @@ class LocalBackend:
                     ref,
                     task_gpus,
                     identity,
-                    self.host_limits.hierarchy,
+                    self.hierarchy,
                     image,
                 )
             if identity:
@@ -404,7 +404,7 @@ class LocalBackend:
 
     def _fence(self) -> None:
         live = list(self._live_records())
-        self.firewall.sync({p for rec in live for p in _ports_of(rec.ports)}, bool(live))
+        self.firewall.sync(_ports_in(live), bool(live))
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -468,7 +468,7 @@ class LocalBackend:
 
     def _taken_ports(self) -> set[int]:
         """The ports of the running tasks."""
-        return {p for rec in self._live_records() for p in _ports_of(rec.ports)}
+        return _ports_in(self._live_records())
 
     def _live_records(self) -> Iterator[TaskRecord]:
         for path in self.root.glob("*/*/task.json"):
@@ -492,6 +492,11 @@ class LocalBackend:
 
 def _ports_of(ports: Mapping[str, Collection[int]]) -> set[int]:
     return {port for label_ports in ports.values() for port in label_ports}
+
+
+def _ports_in(records: Iterable[TaskRecord]) -> set[int]:
+    """The ports of these tasks, all labels together."""
+    return {port for record in records for port in _ports_of(record.ports)}
 
 
 def _signal_task(control: Path, record: TaskRecord, sig: signal.Signals) -> None:

@@ -152,13 +152,17 @@ class TaskFirewall:
         self.built = False  # this backend has built the table (it may be gone since)
 
     @cached_property
+    def unavailable(self) -> str | None:
+        """Why tasks are not fenced here (read once), None when they are."""
+        return unavailable_reason(self.config)
+
+    @property
     def active(self) -> bool:
         """Whether tasks are fenced; LOCAL_FIREWALL=on where that cannot be is an error (no
         task starts), auto then leaves them open (the system check says what they reach)."""
-        reason = unavailable_reason(self.config)
-        if reason is not None and self.config.mode == "on":
-            raise FirewallError(f"LOCAL_FIREWALL is on and cannot be set: {reason}")
-        return reason is None
+        if self.unavailable is not None and self.config.mode == "on":
+            raise FirewallError(f"LOCAL_FIREWALL is on and cannot be set: {self.unavailable}")
+        return self.unavailable is None
 
     def describe(self) -> str:
         """One line for the start-up output and the admin's Nodes page."""
@@ -167,7 +171,7 @@ class TaskFirewall:
                 "network: tasks reach this host only on task ports, the portal's port and DNS "
                 f"(nftables table {self.config.table})"
             )
-        return f"network: tasks reach every port of this host ({unavailable_reason(self.config)})"
+        return f"network: tasks reach every port of this host ({self.unavailable})"
 
     def admit(self, uid: int | None) -> None:
         """Refuse a task whose uid the rules do not cover (a portal user id past the span)."""
