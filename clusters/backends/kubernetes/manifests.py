@@ -41,6 +41,26 @@ DEBUG_KEEP_HOURS = "gpu-portal/debug-keep-hours"  # pod annotation: keep a faile
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 
 
+def pod_security() -> Manifest:
+    """A task runs its user's code in its user's image, often as root (jobs pip install and
+    apt-get in their command): the Pod Security Standard "baseline" (which a hostPath storage,
+    allowed by an admin, leaves), and what such jobs can spare."""
+    return {"seccompProfile": {"type": "RuntimeDefault"}}  # the runtime's syscall filter
+
+
+def container_security() -> Manifest:
+    return {
+        "privileged": False,  # no host devices, no full capability set
+        # no_new_privs: setuid binaries (sudo, su) and file capabilities grant nothing. sshd needs
+        # none (it drops to its privsep user with setuid(2)); an image whose USER is not root and
+        # that calls sudo breaks: such a job runs its image as root instead.
+        "allowPrivilegeEscalation": False,
+        # No raw sockets: no ARP or DNS spoofing of other pods. ping breaks where the runtime
+        # does not allow ICMP echo sockets (net.ipv4.ping_group_range; Docker and containerd 2 do).
+        "capabilities": {"drop": ["NET_RAW"]},
+    }
+
+
 @dataclass(frozen=True)
 class K8sOptions:
     """What the settings say about every job's objects."""
@@ -263,12 +283,14 @@ def pod(task: TaskLaunch, host: str, uid: str, options: K8sOptions) -> Manifest:
     }
     if ports:
         container["ports"] = ports
+    container["securityContext"] = container_security()
     spec: Manifest = {
         "restartPolicy": "Never",
         "hostname": host,
         "subdomain": svc,
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
+        "securityContext": pod_security(),
         "terminationGracePeriodSeconds": options.termination_grace_seconds,
         "containers": [container],
         "volumes": [
