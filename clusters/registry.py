@@ -27,6 +27,7 @@ def get_backend() -> Backend:
             sandbox_config=local_sandbox(),
             task_path=settings.LOCAL_TASK_PATH,
             firewall=local_firewall(),
+            task_ports=settings.LOCAL_TASK_PORTS,
         )
     if settings.CLUSTER_BACKEND == "kubernetes":
         return kubernetes_backend()
@@ -55,12 +56,14 @@ def local_sandbox() -> SandboxConfig:
 
 def local_firewall() -> FirewallConfig:
     """What of this host the local tasks reach (clusters/backends/local/firewall.py): their
-    jobs' ports, the portal's public port (PORT) and LOCAL_TASK_OPEN_PORTS, DNS."""
+    jobs' ports, the portal's public port (PORT) and LOCAL_TASK_OPEN_PORTS, DNS; nothing in
+    LOCAL_TASK_CLOSED_NETWORKS."""
     return FirewallConfig(
         mode=settings.LOCAL_FIREWALL,
         table=settings.LOCAL_FIREWALL_TABLE,
         uid_base=settings.LOCAL_TASK_UID_BASE,
         open_ports=(settings.PORT, *map(int, settings.LOCAL_TASK_OPEN_PORTS)),
+        closed_networks=tuple(settings.LOCAL_TASK_CLOSED_NETWORKS),
     )
 
 

@@ -71,3 +71,17 @@ def env_secret(name: str, default: str) -> str:
         except OSError as exc:
             raise ConfigError(f"{name}_FILE: cannot read {file_name}: {exc.strerror}") from None
     return os.environ.get(name, default)
+
+
+def env_port_range(name: str) -> range | None:
+    """``FIRST-LAST`` (inclusive, TCP ports), or None when unset or empty."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    first, sep, last = raw.partition("-")
+    if not (sep and first.strip().isdigit() and last.strip().isdigit()):
+        raise ConfigError(f"{name} must be FIRST-LAST (ports), got {raw!r}")
+    low, high = int(first), int(last)
+    if not 0 < low <= high < 65536:
+        raise ConfigError(f"{name}: {low}-{high} is not a range of TCP ports")
+    return range(low, high + 1)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_float, env_int, env_list, env_secret, env_str
+from portal.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_port_range,
+    env_secret,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PORTAL_VAR_DIR", str(BASE_DIR / "var")))
@@ -73,7 +82,7 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        env_str("DATABASE_URL", "") or f"sqlite:///{VAR_DIR / 'portal.sqlite3'}",
+        env_secret("DATABASE_URL", "") or f"sqlite:///{VAR_DIR / 'portal.sqlite3'}",
         conn_max_age=60,
         # A kept connection is checked before a request reuses it: one the server ended (a
         # restart, a failover, an idle timeout) is replaced instead of failing that request.
@@ -124,7 +133,9 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
-REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# DATABASE_URL_FILE, REDIS_URL_FILE: the URL (with its password) read from a file, as compose
+# passes them (a file made on the stack's first start, not a password written in the file).
+REDIS_URL = env_secret("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 # redis-py 8 gives every connection a 5 s read timeout (it had none before). Right for the
 # cache: its commands answer at once, and a Redis that hangs fails a request instead of
@@ -219,6 +230,9 @@ SPECTACULAR_SETTINGS = {
 CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "local")
 LOCAL_TASK_ROOT = Path(env_str("LOCAL_TASK_ROOT", str(VAR_DIR / "tasks")))
 LOCAL_TASK_IP = env_str("LOCAL_TASK_IP", "127.0.0.1")
+# LOCAL_TASK_PORTS=20000-20099: tasks' ports only from this range (a container publishes it to
+# its host, docker-compose.yml); empty: any free port.
+LOCAL_TASK_PORTS = env_port_range("LOCAL_TASK_PORTS")
 # Inside a task (jobs.runtime): how long the barrier waits for peers' addresses, and how long
 # jobEnvs.isDebug keeps a failed task's working directory (local) or pod (Kubernetes).
 TASK_BARRIER_TIMEOUT_SECONDS = env_int("TASK_BARRIER_TIMEOUT_SECONDS", 600, minimum=1)
@@ -257,6 +271,16 @@ LOCAL_FIREWALL_TABLE = env_str("LOCAL_FIREWALL_TABLE", "portal_tasks")
 LOCAL_TASK_OPEN_PORTS = env_list("LOCAL_TASK_OPEN_PORTS", [])  # e.g. 80,443 (a proxy's)
 if not all(p.isdigit() and 0 < int(p) < 65536 for p in LOCAL_TASK_OPEN_PORTS):
     raise ImproperlyConfigured(f"LOCAL_TASK_OPEN_PORTS: not ports: {LOCAL_TASK_OPEN_PORTS!r}")
+# Networks tasks may not open connections to (CIDRs), or "local": the networks this host is
+# attached to (read at each firewall build), as in compose, where the database and Redis are
+# other containers on the worker's network.
+LOCAL_TASK_CLOSED_NETWORKS = env_list("LOCAL_TASK_CLOSED_NETWORKS", [])
+for _network in LOCAL_TASK_CLOSED_NETWORKS:
+    try:
+        if _network != "local":
+            ipaddress.ip_network(_network, strict=False)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(f"LOCAL_TASK_CLOSED_NETWORKS: {_exc}") from None
 # Where tasks could reach a Redis or database of the portal's that wants no password (no
 # firewall: not root, no nft), the portal refuses to start (portal.E006) unless this is true.
 LOCAL_ALLOW_OPEN_SERVICES = env_bool("LOCAL_ALLOW_OPEN_SERVICES", False)

@@ -31,6 +31,7 @@ from clusters.backends.local.firewall import (
     FirewallConfig,
     FirewallError,
     TaskFirewall,
+    local_networks,
     removal,
     run_nft,
     unavailable_reason,
@@ -202,7 +203,36 @@ def tried_in_namespace(
     firewall.sync([], tasks_running=False)
     seen["after"] = tries(TASK_UID, targets)
     seen["table_after"] = tables()
+    seen["closed"] = tried_with_closed_networks(sh)
     return seen
+
+
+def tried_with_closed_networks(sh: Callable[..., None]) -> dict[str, str]:
+    """The table with this host's own networks closed (compose's LOCAL_TASK_CLOSED_NETWORKS=
+    local), and a DNS redirected by a NAT rule as Docker's embedded DNS is (127.0.0.11:53 to
+    a port of its own, here FORBIDDEN_PORT)."""
+    config = FirewallConfig(
+        table="portal_test", open_ports=(PUBLIC_PORT,), closed_networks=("local",)
+    )
+    firewall = TaskFirewall(config)
+    nat = "portal_test_nat"
+    sh(
+        "nft",
+        f"add table ip {nat}; add chain ip {nat} out {{ type nat hook output priority -100; }}",
+    )
+    sh(
+        "nft",
+        f"add rule ip {nat} out ip daddr 127.0.0.11 tcp dport 53"
+        f" dnat to 127.0.0.1:{FORBIDDEN_PORT}",
+    )
+    firewall.sync([TASK_PORT], tasks_running=True)
+    try:
+        targets = [("tcp", ELSEWHERE, 6379), ("tcp", HERE[0], TASK_PORT)]
+        targets += [("tcp", HERE[0], FORBIDDEN_PORT), ("tcp", "127.0.0.11", 53)]
+        return tries(TASK_UID, targets)
+    finally:
+        firewall.sync([], tasks_running=False)
+        sh("nft", f"delete table ip {nat}")
 
 
 @pytest.fixture(scope="module")
@@ -252,6 +282,40 @@ def test_in_a_namespace_everything_is_open_without_the_table_which_goes_when_tol
         assert set(namespace_results[moment].values()) == {"open"}, namespace_results[moment]
     assert "table inet portal_test" in namespace_results["table"]
     assert namespace_results["table_after"] == ""
+
+
+@as_root
+def test_in_a_namespace_closed_networks_are_refused_and_a_redirected_dns_still_answers(
+    namespace_results,
+):
+    closed = namespace_results["closed"]
+    assert closed[f"tcp {ELSEWHERE} 6379"] == "refused"  # another host of this host's network
+    assert closed[f"tcp {HERE[0]} {TASK_PORT}"] == "open"  # this host's own address: as lo
+    assert closed[f"tcp {HERE[0]} {FORBIDDEN_PORT}"] == "refused"
+    assert closed["tcp 127.0.0.11 53"] == "open"  # the port asked for, before the NAT rule
+
+
+def test_local_networks_are_the_routes_without_a_gateway_but_loopback_and_the_default(tmp_path):
+    (tmp_path / "route").write_text(
+        "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n"
+        "eth0\t00000000\t010012AC\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"
+        "eth0\t000012AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n"
+        "eth1\t0000000A\t0100000A\t0003\t0\t0\t0\t000000FF\t0\t0\t0\n"
+    )
+    zero = "0" * 32
+    (tmp_path / "ipv6_route").write_text(
+        f"fd000000000000000000000000000000 40 {zero} 00 {zero} 00000100 1 0 00000001 eth0\n"
+        f"fd000000000000000000000000000007 80 {zero} 00 {zero} 00000000 1 0 01000001 eth0\n"
+        f"{zero} 00 {zero} 00 fd000000000000000000000000000001 00000400 1 0 00000003 eth0\n"
+        f"{zero[:-1]}1 80 {zero} 00 {zero} 00000000 1 0 80200001 lo\n"
+        f"ff000000000000000000000000000000 08 {zero} 00 {zero} 00000100 1 0 00000001 eth0\n"
+    )
+    assert [str(n) for n in local_networks(tmp_path)] == ["172.18.0.0/16", "fd00::/64"]
+
+
+def test_closed_networks_are_checked_when_configured():
+    with pytest.raises(ValueError, match="10.0.0.0/33"):
+        FirewallConfig(closed_networks=("10.0.0.0/33",))
 
 
 # -- on this machine ------------------------------------------------------------------------

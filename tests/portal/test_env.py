@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from portal.env import ConfigError, env_bool, env_float, env_int, env_list, env_secret
+from portal.env import (
+    ConfigError,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_port_range,
+    env_secret,
+)
 
 
 def test_env_int_reads_an_integer(monkeypatch):
@@ -53,3 +61,17 @@ def test_env_secret_names_a_file_it_cannot_read(monkeypatch, tmp_path):
     monkeypatch.setenv("X_SECRET_FILE", str(tmp_path / "missing"))
     with pytest.raises(ConfigError, match="X_SECRET_FILE"):
         env_secret("X_SECRET", "default")
+
+
+def test_env_port_range_reads_first_and_last_inclusive(monkeypatch):
+    monkeypatch.setenv("X_PORTS", "20000-20099")
+    assert env_port_range("X_PORTS") == range(20000, 20100)
+    monkeypatch.setenv("X_PORTS", "")
+    assert env_port_range("X_PORTS") is None
+
+
+@pytest.mark.parametrize("raw", ["20000", "20099-20000", "0-10", "1-70000", "a-b"])
+def test_env_port_range_refuses_what_is_not_a_range_of_ports(monkeypatch, raw):
+    monkeypatch.setenv("X_PORTS", raw)
+    with pytest.raises(ConfigError, match="X_PORTS"):
+        env_port_range("X_PORTS")

@@ -203,6 +203,17 @@ def test_a_redis_url_set_and_answering_is_used(monkeypatch, redis_server):
     assert Command().ensure_redis() is None
 
 
+def test_a_redis_url_read_from_a_file_is_used_as_compose_passes_it(
+    settings, monkeypatch, redis_server
+):
+    """docker-compose.yml gives REDIS_URL_FILE (settings.py reads it into REDIS_URL): no private
+    Redis starts beside the stack's (the image has no redis-server: it would not start at all)."""
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("REDIS_URL_FILE", "/run/secrets/redis_url")
+    settings.REDIS_URL = redis_server.url
+    assert Command().ensure_redis() is None
+
+
 def test_runportal_refuses_to_start_beside_a_redis_tasks_could_use(tmp_path, redis_server):
     env = {
         **os.environ,

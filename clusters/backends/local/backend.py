@@ -89,6 +89,7 @@ class LocalBackend:
         sandbox_config: sandbox.SandboxConfig | None = None,
         task_path: str = sandbox.SYSTEM_PATH,
         firewall: FirewallConfig | None = None,
+        task_ports: range | None = None,
     ) -> None:
         self.task_path = task_path  # the tasks' PATH (not the portal's: its virtualenv)
         self.root = Path(root)
@@ -98,6 +99,7 @@ class LocalBackend:
         self.log_max_bytes = log_max_bytes  # per stream of a task; the rest is dropped
         # What of this host tasks reach (as root): none by default, the settings' from registry.
         self.firewall = TaskFirewall(firewall or FirewallConfig(mode="off"))
+        self.task_ports = task_ports  # where tasks' ports come from: any free one when None
 
     # -- placement and launch ---------------------------------------------------------------
 
@@ -105,7 +107,8 @@ class LocalBackend:
         if not any(shape.port_counts for shape in shapes):  # skip reading every live task
             return [Placement(ip=self.host_ip, ports={}) for _ in shapes]
         with self._lock():
-            ports = free_ports([dict(shape.port_counts) for shape in shapes], self._taken_ports())
+            counts = [dict(shape.port_counts) for shape in shapes]
+            ports = free_ports(counts, self._taken_ports(), self.task_ports)
         return [Placement(ip=self.host_ip, ports=p) for p in ports]
 
     def launch(self, task: TaskLaunch) -> str:

@@ -35,19 +35,24 @@ the next one's to rebuild or remove; two portals running tasks on one host are n
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import shutil
+import socket
 import subprocess
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 MODES = ("auto", "on", "off")  # LOCAL_FIREWALL: auto is on as root with a working nft
 UID_SPAN = 1_000_000  # portal users 0 to 999999 (a task of a user above is refused, not open)
 DNS_PORT = 53
 TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 NFT_SECONDS = 10.0
+RTF_CACHE = 0x01000000  # linux/ipv6_route.h
+LOCAL = "local"  # in closed_networks: the networks of this host's interfaces but loopback
 
 
 class FirewallError(RuntimeError):
@@ -63,6 +68,8 @@ class FirewallConfig:
     uid_base: int = 200_000  # the sandbox's (LOCAL_TASK_UID_BASE)
     uid_span: int = UID_SPAN
     open_ports: tuple[int, ...] = (8000,)  # the portal's public HTTP port(s)
+    # Networks no task opens a connection to (CIDRs; "local": those this host is attached to).
+    closed_networks: tuple[str, ...] = ()
     nft: str = "nft"
 
     def __post_init__(self) -> None:
@@ -70,6 +77,9 @@ class FirewallConfig:
             raise ValueError(f"LOCAL_FIREWALL must be one of {', '.join(MODES)}: {self.mode!r}")
         if not TABLE_NAME.fullmatch(self.table):
             raise ValueError(f"not an nftables table name: {self.table!r}")
+        for network in self.closed_networks:
+            if network != LOCAL:
+                ipaddress.ip_network(network, strict=False)  # ValueError names it
 
     @property
     def uid_last(self) -> int:
@@ -82,6 +92,13 @@ def ruleset(config: FirewallConfig, task_ports: Iterable[int]) -> str:
     elements = f" elements = {{ {', '.join(map(str, ports))} }};" if ports else ""
     allowed = ", ".join(map(str, sorted({DNS_PORT, *config.open_ports})))
     table = f"inet {config.table}"
+    closed = ""
+    for family, networks in closed_networks(config.closed_networks).items():
+        match = f'oifname != "lo" {family} daddr {{ {", ".join(networks)} }}'
+        closed += f"    {match} meta l4proto tcp reject with tcp reset\n"
+        closed += f"    {match} reject with icmpx port-unreachable\n"
+    # ct original proto-dst: the port a task asked for, before a NAT rule of the host rewrote
+    # it (Docker's DNS at 127.0.0.11:53 is redirected to a port of its own).
     return f"""table {table}
 delete table {table}
 table {table} {{
@@ -91,15 +108,59 @@ table {table} {{
     meta skuid {config.uid_base}-{config.uid_last} jump task_uids
   }}
   chain task_uids {{
-    oifname != "lo" accept
     ct state established,related accept
+{closed}    oifname != "lo" accept
     meta l4proto {{ tcp, udp }} th dport @task_ports accept
-    meta l4proto {{ tcp, udp }} th dport {{ {allowed} }} accept
+    meta l4proto {{ tcp, udp }} ct original proto-dst {{ {allowed} }} accept
     meta l4proto tcp reject with tcp reset
     reject with icmpx port-unreachable
   }}
 }}
 """
+
+
+def closed_networks(configured: Iterable[str]) -> dict[str, list[str]]:
+    """``{"ip": [...], "ip6": [...]}``: the configured CIDRs, ``local`` read from the kernel's
+    routes now (a container's networks change when it is attached to another)."""
+    found: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    for entry in configured:
+        found += local_networks() if entry == LOCAL else [ipaddress.ip_network(entry, strict=False)]
+    by_family: dict[str, list[str]] = {}
+    for network in dict.fromkeys(found):
+        by_family.setdefault("ip" if network.version == 4 else "ip6", []).append(str(network))
+    return by_family
+
+
+def local_networks(
+    proc: Path = Path("/proc/net"),
+) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """The networks reached without a gateway on an interface other than loopback: the
+    kernel's routes (``route``, ``ipv6_route``) with no next hop, not the default route."""
+    networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    try:
+        lines = (proc / "route").read_text().splitlines()[1:]
+    except OSError:
+        lines = []
+    for line in lines:
+        iface, dest, gateway, _flags, *_, mask = line.split()[:8]
+        if iface == "lo" or int(gateway, 16) or not int(mask, 16):
+            continue
+        address = socket.inet_ntoa(int(dest, 16).to_bytes(4, "little"))
+        netmask = socket.inet_ntoa(int(mask, 16).to_bytes(4, "little"))
+        networks.append(ipaddress.IPv4Network(f"{address}/{netmask}", strict=False))
+    try:
+        lines6 = (proc / "ipv6_route").read_text().splitlines()
+    except OSError:
+        lines6 = []
+    for line in lines6:
+        fields = line.split()
+        dest, length, next_hop, iface = fields[0], int(fields[1], 16), fields[4], fields[9]
+        network = ipaddress.IPv6Network((int(dest, 16), length), strict=False)
+        cached = int(fields[8], 16) & RTF_CACHE  # a neighbour's entry, inside a network listed
+        if iface == "lo" or int(next_hop, 16) or not length or cached or network.is_multicast:
+            continue
+        networks.append(network)
+    return networks
 
 
 def additions(config: FirewallConfig, ports: Iterable[int]) -> str:

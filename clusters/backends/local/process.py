@@ -203,21 +203,37 @@ def spawn_detached(
     return int(wrapper), int(task) if task.isdigit() else None
 
 
-def free_ports(counts: list[dict[str, int]], taken: Collection[int]) -> list[dict[str, list[int]]]:
-    """Free TCP ports for each ``{label: count}``, unique across the call and not in ``taken``."""
+def free_ports(
+    counts: list[dict[str, int]], taken: Collection[int], within: range | None = None
+) -> list[dict[str, list[int]]]:
+    """Free TCP ports for each ``{label: count}``, unique across the call and not in ``taken``:
+    any the kernel hands out, or only ports ``within`` a range (``LOCAL_TASK_PORTS``: a
+    container publishes that range to its host)."""
     held: list[socket.socket] = []
-    try:
+    candidates = iter(within or ())
 
-        def one() -> int:
+    def bound(port: int) -> int | None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        held.append(sock)  # kept bound until the end, so no port is handed out twice
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:  # in use by something that is not a task
+            return None
+        got: int = sock.getsockname()[1]
+        return got if got not in taken else None
+
+    def one() -> int:
+        if within is None:
             for _ in range(1000):
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                held.append(sock)  # kept bound until the end, so the OS never repeats it
-                sock.bind(("127.0.0.1", 0))
-                port: int = sock.getsockname()[1]
-                if port not in taken:
+                if (port := bound(0)) is not None:
                     return port
             raise OSError("no free TCP port found")
+        for candidate in candidates:
+            if candidate not in taken and (port := bound(candidate)) is not None:
+                return port
+        raise OSError(f"no free port left in LOCAL_TASK_PORTS {within.start}-{within.stop - 1}")
 
+    try:
         return [{label: [one() for _ in range(n)] for label, n in c.items()} for c in counts]
     finally:
         for sock in held:

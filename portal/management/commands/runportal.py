@@ -232,11 +232,12 @@ class Command(BaseCommand):
         self.stdout.write("stopped.")
 
     def ensure_redis(self) -> Child | None:
-        """None when REDIS_URL is set in the environment and a Redis answers there; else a
+        """None when REDIS_URL (or REDIS_URL_FILE) is set and a Redis answers there; else a
         private redis-server with a password, started, whose URL this process (its checks) and
         its children use from now on. Never a Redis that merely answers at the default URL:
         without a password, every job on this machine could share it (the broker, the lock)."""
-        url = os.environ.get("REDIS_URL", "")
+        set_here = os.environ.get("REDIS_URL") or os.environ.get("REDIS_URL_FILE")
+        url = settings.REDIS_URL if set_here else ""
         if url and redis_answers(url):
             return None
         parts = urlsplit(url)
