@@ -1,20 +1,32 @@
-FROM python:3.11-slim
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
-# LOCAL_IMAGES=charliecloud (docker compose build --build-arg LOCAL_IMAGES=charliecloud): local
-# tasks run in their dockerImage. Off by default: charliecloud-builders pulls in docker.io and
-# buildah, several hundred MB the image does not need otherwise.
+# The portal's image. PYTHON_IMAGE: the base (python:3.11-slim; CI builds on a Debian base of
+# its own, made with mmdebstrap: Docker Hub is out of its reach). LOCAL_IMAGES=charliecloud: local
+# tasks run in their dockerImage (charliecloud-builders pulls in docker.io and buildah, several
+# hundred MB the image does not need otherwise).
+ARG PYTHON_IMAGE=python:3.11-slim
+FROM ${PYTHON_IMAGE}
 ARG LOCAL_IMAGES=
-RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm bubblewrap \
-    $([ "$LOCAL_IMAGES" = charliecloud ] && echo charliecloud-runtime charliecloud-builders) \
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/portal/bin:$PATH
+# The local backend's sandbox (bubblewrap), task firewall (nftables) and per-task file system
+# (mkfs.ext4; mount and losetup are util-linux's, in every Debian base); the front-end assets
+# (npm).
+RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm bubblewrap nftables \
+    e2fsprogs $([ "$LOCAL_IMAGES" = charliecloud ] && echo charliecloud-runtime charliecloud-builders) \
     && rm -rf /var/lib/apt/lists/*
+RUN python3 -m venv /opt/portal
 WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./
 COPY portal portal
 COPY jobs jobs
 COPY clusters clusters
-RUN pip install --no-cache-dir -c constraints.txt .
+# A build secret "ca" (a CA bundle: a proxy that re-signs HTTPS) reaches pip and npm for this
+# step only: secrets are in no layer of the image.
+RUN --mount=type=secret,id=ca \
+    if [ -f /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
+    pip install --no-cache-dir -c constraints.txt .
 COPY package.json ./
-RUN npm install --no-audit --no-fund --omit=dev
+RUN --mount=type=secret,id=ca \
+    if [ -f /run/secrets/ca ]; then export npm_config_cafile=/run/secrets/ca; fi; \
+    npm install --no-audit --no-fund --omit=dev
 COPY . .
 RUN DATABASE_URL=sqlite:////tmp/build.sqlite3 SECRET_KEY=build python manage.py collectstatic --noinput
 EXPOSE 8000

@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck bench install assets chromium sshd bubblewrap nftables charliecloud \
-	vm-tools clean constraints
+	vm-tools docker clean constraints
 
 # constraints.txt pins every package to the version the tests passed with (see pyproject.toml).
 $(STAMP): pyproject.toml constraints.txt
@@ -56,6 +56,13 @@ vm-tools:
 		(apt-get update && apt-get install -y --no-install-recommends qemu-system-x86 mmdebstrap \
 		e2fsprogs)
 
+# tests/compose runs docker-compose.yml for real: Debian's Docker engine and docker-compose, and
+# mmdebstrap for the Debian base its images are built on (Docker Hub is out of reach here).
+docker:
+	@test -x /usr/sbin/dockerd -a -x /usr/bin/docker -a -x /usr/bin/docker-compose -a \
+		-x /usr/bin/mmdebstrap || (apt-get update && apt-get install -y --no-install-recommends \
+		docker.io docker-compose mmdebstrap)
+
 # The ssh plugin's test starts sshd in its tasks. Installing the package must not leave a system
 # sshd on port 22: Docker's policy-rc.d forbids the start; elsewhere it is stopped again.
 sshd:
@@ -66,7 +73,7 @@ sshd:
 # Tests get a Redis database of their own, as Django gives them test_<name> in PostgreSQL: a
 # portal running on this machine shares no broker queue, lock or counter with them.
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/9
-test: install chromium sshd charliecloud vm-tools
+test: install chromium sshd charliecloud vm-tools docker
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
