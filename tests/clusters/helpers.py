@@ -8,8 +8,21 @@ from clusters.models import Node, VirtualCluster
 
 
 def job_text(
-    name: str, cpu: int = 1, gpu: int = 0, command: str = "sleep 30", **extras: object
+    name: str,
+    cpu: int = 1,
+    gpu: int = 0,
+    command: str = "sleep 30",
+    memory_mb: int = 64,
+    ports: dict[str, int] | None = None,
+    **extras: object,
 ) -> str:
+    """A job of one role ``main``, one task, running ``command`` (JSON: YAML reads it too)."""
+    resources = {
+        "cpu": cpu,
+        "memoryMB": memory_mb,
+        "gpu": gpu,
+        **({"ports": ports} if ports else {}),
+    }
     return json.dumps(
         {
             "protocolVersion": 2,
@@ -20,7 +33,7 @@ def job_text(
                 "main": {
                     "instances": 1,
                     "dockerImage": "image",
-                    "resourcePerInstance": {"cpu": cpu, "memoryMB": 64, "gpu": gpu},
+                    "resourcePerInstance": resources,
                     "commands": [command],
                 }
             },

@@ -22,6 +22,7 @@ import yaml
 
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.browser.pages import log_in
+from tests.clusters.helpers import job_text
 from tests.readme import README, first_job
 from tests.support import compose
 
@@ -117,30 +118,6 @@ def wait_for(
         time.sleep(0.5)
 
 
-def one_task_job(name: str, command: str, ports: str = "") -> str:
-    return yaml.safe_dump(
-        {
-            "protocolVersion": 2,
-            "name": name,
-            "type": "job",
-            "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "python:3.11"}],
-            "taskRoles": {
-                "main": {
-                    "instances": 1,
-                    "dockerImage": "img",
-                    "resourcePerInstance": {
-                        "cpu": 1,
-                        "memoryMB": 256,
-                        "gpu": 0,
-                        **({"ports": {ports: 1}} if ports else {}),
-                    },
-                    "commands": [command],
-                }
-            },
-        }
-    )
-
-
 def task_of(detail: dict, role: str = "main") -> dict:
     return detail["taskRoles"][role]["taskStatuses"][0]
 
@@ -159,7 +136,7 @@ def test_the_readmes_first_job_succeeds_and_its_log_downloads(stack, admin):
 def test_a_tasks_port_answers_from_the_host_and_the_terminal_reaches_the_task(stack, alice):
     serve = "cd $(mktemp -d) && echo served-from-a-task > index.html && "
     serve += "exec python3 -m http.server $PAI_CONTAINER_HOST_http_PORT_LIST"
-    submit(stack, alice, one_task_job("served", serve, ports="http"))
+    submit(stack, alice, job_text("served", command=serve, memory_mb=256, ports={"http": 1}))
     detail = wait_for(stack, alice, "alice~served", {"RUNNING", "FAILED", "SUCCEEDED"})
     task = task_of(detail)
     address = f"http://{task['containerIp']}:{task['containerPorts']['http']}/"
@@ -228,7 +205,11 @@ def test_a_hostile_task_reaches_neither_the_database_nor_redis_nor_the_portals_s
     stack, alice
 ):
     encoded = base64.b64encode(PROBE.encode()).decode()
-    submit(stack, alice, one_task_job("hostile", f"echo {encoded} | base64 -d | python3"))
+    submit(
+        stack,
+        alice,
+        job_text("hostile", command=f"echo {encoded} | base64 -d | python3", memory_mb=256),
+    )
     detail = wait_for(stack, alice, "alice~hostile", {"SUCCEEDED", "FAILED"})
     assert detail["jobStatus"]["state"] == "FAILED", detail
     assert "went over its memoryMB (256 MB)" in json.dumps(detail), detail  # the cgroup's kill
@@ -259,13 +240,13 @@ def test_every_limit_holds_in_the_portal_container(stack):
 
 def test_redis_and_the_portal_restarted_come_back_and_jobs_run_again(stack, admin):
     stack.compose("restart", "redis")
-    submit(stack, admin, one_task_job("after-redis", "echo after a Redis restart"))
+    submit(stack, admin, job_text("after-redis", command="echo after a Redis restart"))
     detail = wait_for(stack, admin, "admin~after-redis", {"SUCCEEDED", "FAILED"}, seconds=180)
     assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
     stack.compose("restart", "portal")
     stack.wait_until_up()
     again = api(stack, "admin", stack.admin_password)  # the same database, the same admin
-    submit(stack, again, one_task_job("after-portal", "echo after a portal restart"))
+    submit(stack, again, job_text("after-portal", command="echo after a portal restart"))
     detail = wait_for(stack, again, "admin~after-portal", {"SUCCEEDED", "FAILED"}, seconds=180)
     assert detail["jobStatus"]["state"] == "SUCCEEDED", detail
     names = [job["name"] for job in again.get(f"{stack.url}/api/v2/jobs", timeout=30).json()]
@@ -299,8 +280,11 @@ disk.release(control, control / "work")
 SANDBOX = (
     "setpriv --reuid=1234 --regid=1234 --clear-groups --inh-caps=-all --bounding-set=-all "
     "--no-new-privs bwrap --unshare-all --share-net --die-with-parent --ro-bind / / --proc /proc "
-    "--dev /dev sleep 30 & sleep 2; "
-    "task=$(grep -l '^Uid:[[:space:]]*1234' /proc/[0-9]*/status | tail -1 | cut -d/ -f3); "
+    "--dev /dev sleep 30 & "
+    # its process inside the namespaces (not bwrap itself, before it made them): up to 30 s
+    "for _ in $(seq 300); do for s in $(grep -l '^Uid:[[:space:]]*1234' /proc/[0-9]*/status); do "
+    'p=${s%/status}; [ "$(readlink $p/ns/user)" != "$(readlink /proc/self/ns/user)" ] '
+    '&& task=${p#/proc/}; done; [ -n "${task:-}" ] && break; sleep 0.1; done; '
     "nsenter --target=$task --user --mount --pid --setuid=1234 --setgid=1234 true"
 )
 
