@@ -18,6 +18,8 @@ from clusters import registry
 from clusters.backends.local import LocalBackend, disk
 from jobs.lifecycle.passes import LAST_RUN_KEY
 
+TEST_SLOT = int(os.environ.get("TEST_SLOT", "0"))
+
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
@@ -76,8 +78,9 @@ def _test_settings(settings, tmp_path: Path) -> Iterator[None]:
     # The task firewall's table of the tests' own, on task uids of their own: a portal running
     # tasks on this machine (uids from 200000) keeps its table, and neither table refuses the
     # other's tasks (a packet passes only if every table on the hook lets it through).
-    settings.LOCAL_FIREWALL_TABLE = "portal_tasks_tests"
-    settings.LOCAL_TASK_UID_BASE = 1_300_000
+    # TEST_SLOT (0-9) gives a test run beside another on this machine a table and uids of its own.
+    settings.LOCAL_FIREWALL_TABLE = f"portal_tasks_tests{TEST_SLOT or ''}"
+    settings.LOCAL_TASK_UID_BASE = 1_300_000 + TEST_SLOT * 100_000
     # Each persona's password would otherwise cost a million PBKDF2 rounds.
     settings.PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher"]
     # A healthy portal, where beat has just run a pass: pages show no "scheduler has not run"

@@ -323,7 +323,7 @@ def test_closed_networks_are_checked_when_configured():
 # The host tests' tasks run as uids of a range of their own, past the default range, so that
 # the test's table touches no other task of this machine (another test run's) for the seconds
 # it is there, nor another table theirs.
-HOST_UID_BASE = 1_300_000
+HOST_UID_BASE = 1_300_000 + int(os.environ.get("TEST_SLOT", "0")) * 100_000
 
 
 @pytest.fixture
