@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -15,7 +16,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
 from clusters.models import VirtualCluster
-from jobs.access import listable_jobs, summary_reason
+from jobs.access import is_admin, listable_jobs, summary_reason
 from jobs.filters import JobFilter, filter_errors
 from jobs.models import elapsed
 from jobs.states import FINAL_JOB_STATES, JobState
@@ -205,9 +206,24 @@ def job_list(request: HttpRequest) -> HttpResponse:
             for key, label in COLUMNS
         ],
         "states": JobState.values,
-        "vcs": VirtualCluster.objects.order_by("name").values_list("name", flat=True),
+        "vcs": filter_menu_vcs(request.user),
         "sizes": PAGE_SIZES,
         "me": request.user.get_username(),
         "filter_errors": refused,
     }
     return render(request, "jobs/list.html", context)
+
+
+def filter_menu_vcs(user: Any) -> Any:
+    """The virtual clusters of the filter menu: the ones whose jobs ``user`` may see (those
+    they may use, and those holding jobs of theirs); a private one's name is not shown to the
+    rest (issue 28)."""
+    if is_admin(user):
+        return VirtualCluster.objects.order_by("name").values_list("name", flat=True)
+    usable = VirtualCluster.objects.usable_by(user).values("id")
+    return (
+        VirtualCluster.objects.filter(Q(id__in=usable) | Q(jobs__owner_id=user.pk))
+        .distinct()
+        .order_by("name")
+        .values_list("name", flat=True)
+    )

@@ -158,3 +158,19 @@ def test_stop_and_bulk_stop_ask_first_and_still_post_without_javascript(alice):
     page = client.get(f"/jobs/alice~{job.name}/").content.decode()
     assert 'id="stop-form"' in page and 'confirm("Stop " + stopForm.dataset.job' in page
     assert client.post(f"/jobs/alice~{job.name}/stop/").status_code == 302
+
+
+def test_the_filter_menu_names_only_the_virtual_clusters_whose_jobs_the_user_sees(
+    alice, bob, admin
+):
+    from clusters.models import VirtualCluster
+
+    secret = VirtualCluster.objects.create(name="secretproject")
+    secret.members.add(bob)
+    VirtualCluster.objects.create(name="opentoall", open_to_all=True)
+    menu = 'name="vc"'
+    alices = client_for(alice).get("/jobs/").content.decode()
+    assert menu in alices and "<option>opentoall</option>" in alices
+    assert "secretproject" not in alices
+    assert "<option>secretproject</option>" in client_for(bob).get("/jobs/").content.decode()
+    assert "<option>secretproject</option>" in client_for(admin).get("/jobs/").content.decode()
