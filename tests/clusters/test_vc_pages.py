@@ -27,6 +27,7 @@ def test_the_detail_shows_the_queue_in_order_and_the_members(client, alice):
     client.force_login(alice)
     page = client.get("/virtual-clusters/research/").content.decode()
     assert "alice~j1" in page and '<ul id="members"><li>alice</li>' in page
+    assert '<a href="/jobs/alice~j1/">alice~j1</a>' in page  # each queued job links to its page
 
 
 def test_a_private_virtual_cluster_is_404_to_a_non_member(client, alice, bob, admin):
