@@ -23,16 +23,16 @@ TICKET_SALT = "portal.scheduler-status"
 
 
 def late_message() -> str | None:
-    """The banner's sentence when no reconcile pass has ended for ``SCHEDULER_LATE_SECONDS``,
-    else None (also when Redis does not answer: that is said where it matters, the API's
-    503s, not guessed here)."""
+    """The banner's sentence when no reconcile pass has ended for ``SCHEDULER_LATE_SECONDS``
+    (before the first pass: since a page first asked), else None (also when Redis does not
+    answer: that is said where it matters, the API's 503s, not guessed here)."""
     try:
-        age = seconds_since_last_pass()
+        age, ever_ran = seconds_since_last_pass()
     except redis.exceptions.RedisError:
         return None
-    if age is not None and age < settings.SCHEDULER_LATE_SECONDS:
+    if age < settings.SCHEDULER_LATE_SECONDS:
         return None
-    since = "has not run yet" if age is None else f"has not run for {age:.0f} s"
+    since = f"has not run for {age:.0f} s" if ever_ran else f"has not run yet ({age:.0f} s)"
     return (
         f"The scheduler {since}: jobs will not start or finish until the Celery worker and "
         "beat are back."

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 LOCK_NAME = "portal:reconcile"
 MAX_PASSES = 5  # passes one task runs back to back while more is wanted
 LAST_RUN_KEY = "portal:reconcile:last-run-at"  # when the last pass ended (Unix time)
+FIRST_ASKED_KEY = "portal:reconcile:first-asked-at"  # when a page first asked, before any pass
 
 
 @contextmanager
@@ -128,8 +129,17 @@ def quick_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5, retry=no_retry)
 
 
-def seconds_since_last_pass() -> float | None:
-    """How long ago the last reconcile pass ended (None: none since Redis started); raises
-    ``RedisError`` when Redis does not answer."""
-    ended = quick_client(settings.REDIS_URL).get(LAST_RUN_KEY)
-    return None if ended is None else max(0.0, time.time() - float(ended))
+def seconds_since_last_pass() -> tuple[float, bool]:
+    """How long no reconcile pass has ended, and whether one ever did (since Redis started):
+    before the first pass, the time since the portal was first asked, so that a fresh start is
+    not called late while beat's first pass is on its way (issue 28). Raises ``RedisError``
+    when Redis does not answer."""
+    client = quick_client(settings.REDIS_URL)
+    ended = client.get(LAST_RUN_KEY)
+    if ended is not None:
+        return max(0.0, time.time() - float(ended)), True
+    with client.pipeline() as both:  # one round trip: the first asker's time stays
+        both.set(FIRST_ASKED_KEY, time.time(), nx=True)
+        both.get(FIRST_ASKED_KEY)
+        first = both.execute()[1]
+    return max(0.0, time.time() - float(first)), False

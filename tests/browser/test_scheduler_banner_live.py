@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from jobs import lifecycle
-from jobs.lifecycle.passes import LAST_RUN_KEY
+from jobs.lifecycle.passes import FIRST_ASKED_KEY, LAST_RUN_KEY
 from tests.browser.pages import log_in
 from tests.jobs.samples import hello_job
 from tests.support.servers import daphne
@@ -57,3 +57,28 @@ def test_an_open_job_page_shows_and_clears_the_banner_without_reload(
     last_pass.set(LAST_RUN_KEY, time.time())  # beat is back
     banner.wait_for(state="detached")
     assert page.evaluate("window.stillTheSamePage") is True
+
+
+def test_a_fresh_start_shows_no_banner_until_the_first_pass_is_late(
+    portal_without_beat, browser_page, alice, last_pass
+):
+    """For about 30 s after a first start every page said jobs would not run "until the Celery
+    worker and beat are back" though both were starting (issue 28)."""
+    page, base = browser_page, portal_without_beat
+    last_pass.delete(LAST_RUN_KEY, FIRST_ASKED_KEY)  # a fresh Redis: no pass has ever ended
+    log_in(page, base, "alice", "alice-secret-pw")
+    answers: list[dict] = []
+    page.on(
+        "response",
+        lambda r: answers.append(r.json()) if "/scheduler-status" in r.url and r.ok else None,
+    )
+    deadline = time.monotonic() + 10
+    while len(answers) < 4 and time.monotonic() < deadline:
+        page.wait_for_timeout(250)
+    assert len(answers) >= 4 and not any(a["late"] for a in answers)
+    assert page.locator("#scheduler-status .scheduler-late").count() == 0
+
+    last_pass.set(FIRST_ASKED_KEY, time.time() - LATE_SECONDS - 5)  # still none, a minute on
+    banner = page.locator("#scheduler-status .scheduler-late")
+    banner.wait_for()
+    assert banner.inner_text().startswith("The scheduler has not run yet (")

@@ -10,7 +10,7 @@ import redis
 from django.test import Client
 
 from jobs import lifecycle
-from jobs.lifecycle.passes import LAST_RUN_KEY, run_pass
+from jobs.lifecycle.passes import FIRST_ASKED_KEY, LAST_RUN_KEY, run_pass
 from tests.jobs.samples import hello_job
 
 pytestmark = pytest.mark.django_db
@@ -22,6 +22,7 @@ def last_pass(settings):
     client = redis.Redis.from_url(settings.REDIS_URL)
 
     def ended(seconds_ago: float | None) -> None:
+        client.delete(FIRST_ASKED_KEY)
         if seconds_ago is None:
             client.delete(LAST_RUN_KEY)
         else:
@@ -62,9 +63,24 @@ def test_a_recent_pass_shows_no_banner(web, last_pass, settings):
     assert banner(web, "/jobs/") == ""
 
 
-def test_a_scheduler_that_never_ran_is_named(web, last_pass):
+def test_a_fresh_start_shows_no_banner_while_the_first_pass_is_on_its_way(web, last_pass):
+    """For about 30 s after a first start every page said jobs would not run "until the Celery
+    worker and beat are back" though both were starting."""
     last_pass(None)
-    assert banner(web, "/jobs/").startswith("The scheduler has not run yet:")
+    assert banner(web, "/jobs/") == ""
+    assert banner(web, "/jobs/submit/") == ""
+
+
+def test_a_scheduler_that_never_ran_is_named_once_it_is_late(web, last_pass, settings):
+    last_pass(None)
+    assert banner(web, "/jobs/") == ""  # the portal's first page: the wait starts now
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    first = float(client.get(FIRST_ASKED_KEY))
+    client.set(FIRST_ASKED_KEY, first - settings.SCHEDULER_LATE_SECONDS - 5)  # a while ago
+    client.close()
+    text = banner(web, "/jobs/")
+    assert text.startswith("The scheduler has not run yet (")
+    assert "until the Celery worker and beat are back" in text
 
 
 def test_visitors_who_are_not_signed_in_see_no_banner(db, last_pass, settings):
