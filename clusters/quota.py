@@ -87,6 +87,15 @@ def gpu_label(kind: str) -> str:
 
 def shortfall(need: Resources, limit: Limit, used: Resources) -> Shortfall | None:
     """The first resource that ``need`` lacks within ``limit`` given ``used``; None if it fits."""
+    short = shortfalls(need, limit, used, first_only=True)
+    return short[0] if short else None
+
+
+def shortfalls(
+    need: Resources, limit: Limit, used: Resources, first_only: bool = False
+) -> list[Shortfall]:
+    """Every resource that ``need`` lacks within ``limit`` given ``used`` (the GPUs in total
+    only when no GPU type is short already)."""
     checks: list[tuple[str, int, int | None, int]] = [
         ("CPU", need.cpu, limit.cpu, used.cpu),
         ("MB memory", need.memory_mb, limit.memory_mb, used.memory_mb),
@@ -97,10 +106,15 @@ def shortfall(need: Resources, limit: Limit, used: Resources) -> Shortfall | Non
                 (gpu_label(kind), need.gpus[kind], limit.gpus.get(kind, 0), used.gpus.get(kind, 0))
             )
         checks.append(("GPU", need.gpu_total, sum(limit.gpus.values()), used.gpu_total))
+    found: list[Shortfall] = []
     for what, wanted, cap, taken in checks:
         if wanted and cap is not None and wanted > cap - taken:
-            return Shortfall(what, wanted, max(cap - taken, 0))
-    return None
+            if what == "GPU" and any(s.what.startswith("GPU (") for s in found):
+                continue
+            found.append(Shortfall(what, wanted, max(cap - taken, 0)))
+            if first_only:
+                break
+    return found
 
 
 def exceeds(used: Resources, limit: Limit) -> bool:
@@ -109,9 +123,10 @@ def exceeds(used: Resources, limit: Limit) -> bool:
     return shortfall(zero, limit, zero) is None and shortfall(used, limit, zero) is not None
 
 
-def never_fits(need: Resources, limit: Limit) -> Shortfall | None:
-    """Why ``need`` exceeds ``limit`` even when nothing else runs (``free`` = the limit)."""
-    return shortfall(need, limit, Resources())
+def never_fits(need: Resources, limit: Limit) -> list[Shortfall]:
+    """Why ``need`` exceeds ``limit`` even when nothing else runs (``free`` = the limit): every
+    resource short, not only the first (issue 28)."""
+    return shortfalls(need, limit, Resources())
 
 
 # -- reading a job ------------------------------------------------------------------------

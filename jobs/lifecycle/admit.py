@@ -101,10 +101,14 @@ def submit_check(user: Any, protocol: dict[str, Any], vc_name: str | None) -> Vi
         limits.insert(0, (quota_of(vc), f"'{vc.name}' guarantees"))
     for limit, where in limits:
         short = never_fits(need, limit)
-        if short is not None:
+        if short:
             raise ValueError(
-                f"taskRoles: the job needs {short.need} {short.what} in total but {where} "
-                f"{short.free}: {short.need - short.free} more than the job could ever get"
+                "taskRoles: "
+                + "; ".join(
+                    f"the job needs {s.need} {s.what} in total but {where} {s.free}: "
+                    f"{s.need - s.free} more than the job could ever get"
+                    for s in short
+                )
             )
     return vc
 

@@ -15,7 +15,7 @@ from jobs.lifecycle.admit import job_fields, submit_check
 from jobs.lifecycle.events import record
 from jobs.models import Job
 from jobs.plugins import storage
-from jobs.protocol import SECRET_MASK, ProtocolError, load_job, masks_left
+from jobs.protocol import SECRET_MASK, LoadedJob, ProtocolError, load_job, masks_left
 
 
 def submit(
@@ -35,20 +35,8 @@ def submit(
         loaded = load_job(text)
     except ProtocolError as exc:
         raise SubmitError(400, issue_lines(exc)) from None
+    vc = acceptance_check(user, loaded, virtual_cluster=virtual_cluster, deployment=deployment)
     protocol = loaded.job
-    if masks_left(protocol):
-        raise SubmitError(400, [masked_line(path) for path in masks_left(protocol)])
-    too_many = port_problems(protocol)
-    if too_many:
-        raise SubmitError(400, too_many)
-    defaults = protocol.setdefault("defaults", {})
-    if deployment:
-        names = [d.get("name") for d in protocol.get("deployments", [])]
-        if deployment not in names:
-            raise SubmitError(400, [f"deployment: no deployment named {deployment!r} in the job"])
-        defaults["deployment"] = deployment
-    vc = admission_check(user, protocol, virtual_cluster or defaults.get("virtualCluster"))
-    storage.check_access(user, protocol)  # teamwise_storage: 400 unknown / 403 not allowed
     roles = protocol["taskRoles"].values()
     text_value = text if isinstance(text, str) else text.decode("utf-8", "replace")
     job = Job(
@@ -76,6 +64,34 @@ def submit(
     # No news: no page can be open on a job this new. A pass admits it.
     transaction.on_commit(wakeup.request_pass, robust=True)
     return job
+
+
+def acceptance_check(
+    user: AbstractBaseUser,
+    loaded: LoadedJob,
+    *,
+    virtual_cluster: str | None = None,
+    deployment: str | None = None,
+) -> VirtualCluster:
+    """What submit checks of a well-formed job beyond its file: masks left, ports, the
+    deployment, the virtual cluster (membership and every resource the job could never get)
+    and storages; the virtual cluster it goes to, else ``SubmitError``. The Submit page's live
+    check asks the same, so that "Valid" means submit accepts it (issue 28)."""
+    protocol = loaded.job
+    if masks_left(protocol):
+        raise SubmitError(400, [masked_line(path) for path in masks_left(protocol)])
+    too_many = port_problems(protocol)
+    if too_many:
+        raise SubmitError(400, too_many)
+    defaults = protocol.setdefault("defaults", {})
+    if deployment:
+        names = [d.get("name") for d in protocol.get("deployments", [])]
+        if deployment not in names:
+            raise SubmitError(400, [f"deployment: no deployment named {deployment!r} in the job"])
+        defaults["deployment"] = deployment
+    vc = admission_check(user, protocol, virtual_cluster or defaults.get("virtualCluster"))
+    storage.check_access(user, protocol)  # teamwise_storage: 400 unknown / 403 not allowed
+    return vc
 
 
 def port_problems(protocol: dict[str, Any]) -> list[str]:

@@ -11,11 +11,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
+from jobs.errors import SubmitError
 from jobs.forms.builder import build_yaml, roles_for_template
 from jobs.forms.from_job import fill_form
 from jobs.forms.issue_lines import located
 from jobs.forms.quota import vc_choices
-from jobs.protocol import ProtocolError, load_job
+from jobs.lifecycle.submit import acceptance_check
+from jobs.protocol import LoadedJob, ProtocolError, load_job
 
 
 def check(text: str) -> dict[str, object]:
@@ -28,13 +30,26 @@ def check(text: str) -> dict[str, object]:
         loaded = load_job(text)
     except ProtocolError as exc:
         return {"issues": located(text, exc.issues)}
-    return {"ok": True, "job": loaded.job, "warnings": loaded.warnings}
+    return {"ok": True, "job": loaded.job, "warnings": loaded.warnings, "loaded": loaded}
 
 
 @login_required
 @require_POST
 def validate(request: HttpRequest) -> HttpResponse:
-    return render(request, "jobs/_validation.html", check(request.POST.get("text", "")))
+    """The file's issues with their lines; for a well-formed job, what submit would refuse
+    besides (the virtual cluster chosen beside the text, its quota, the cluster's size,
+    storages): "Valid" means submit takes it (issue 28)."""
+    checked = check(request.POST.get("text", ""))
+    loaded = checked.pop("loaded", None)
+    if isinstance(loaded, LoadedJob):
+        vc = request.POST.get("virtual_cluster", "").strip() or None
+        deployment = request.POST.get("deployment", "").strip() or None
+        try:
+            acceptance_check(request.user, loaded, virtual_cluster=vc, deployment=deployment)
+        except SubmitError as exc:
+            issues = [{"path": "", "message": error, "line": None} for error in exc.errors]
+            checked = {"issues": issues}
+    return render(request, "jobs/_validation.html", checked)
 
 
 @login_required

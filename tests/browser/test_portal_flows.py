@@ -227,3 +227,25 @@ def test_another_user_finds_only_the_status_of_my_job(portal_url, browser_page, 
     assert page.evaluate(close_code, f"/ws/jobs/{job_id}/") == 4404
     assert page.evaluate(close_code, f"/ws/tasks/{task_id}/terminal/") == 4404
     assert page.evaluate("document.body.innerText").strip()
+
+
+def test_the_live_check_lists_every_resource_the_cluster_lacks(portal_url, browser_page, alice):
+    """It said "✓ Valid" for a job submit refused for its size, and named only the first
+    resource short (issue 28)."""
+    page = browser_page
+    log_in(page, portal_url, "alice", "alice-secret-pw")
+    page.goto(f"{portal_url}/jobs/submit/")
+    huge = job("huge", "echo hi").replace(
+        "cpu: 1, memoryMB: 128, gpu: 0", "cpu: 4096, memoryMB: 1000000000, gpu: 64"
+    )
+    page.fill("#id_text", huge)
+    issues = page.locator("#validation #issues")
+    issues.wait_for()
+    text = issues.inner_text()
+    for what in ("4096 CPU", "1000000000 MB memory", "64 GPU"):
+        assert f"the job needs {what} in total but the cluster has" in text
+    assert page.locator("#valid").count() == 0
+    page.click("#text-form button[type=submit]")
+    refused = page.locator("body").inner_text()
+    assert "the job needs 4096 CPU in total" in refused and "64 GPU" in refused
+    assert not Job.objects.filter(name="huge").exists()

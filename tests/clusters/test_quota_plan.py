@@ -302,8 +302,17 @@ def test_a_preempted_job_says_so_while_it_waits_again():
 
 def test_never_fits_says_by_how_much():
     short = never_fits(Resources(2, 0, {"V100": 6}), Limit(8, None, {"V100": 4}))
-    assert short is not None and (short.what, short.need, short.free) == ("GPU (V100)", 6, 4)
-    assert never_fits(Resources(2), Limit()) is None
+    assert [(s.what, s.need, s.free) for s in short] == [("GPU (V100)", 6, 4)]
+    assert never_fits(Resources(2), Limit()) == []
+
+
+def test_never_fits_names_every_resource_short_not_only_the_first():
+    short = never_fits(Resources(4, 8192, {"": 1}), Limit(2, 4096, {}))
+    assert [(s.what, s.need, s.free) for s in short] == [
+        ("CPU", 4, 2),
+        ("MB memory", 8192, 4096),
+        ("GPU", 1, 0),
+    ]
 
 
 def v2(roles: dict, extras: dict | None = None) -> dict:

@@ -55,6 +55,37 @@ def test_validation_says_a_good_job_is_valid(web):
     assert "Valid" in body and "hello" in body
 
 
+def test_the_live_check_names_every_resource_submit_refuses_and_agrees_with_submit(web, alice):
+    """It said "Valid" for a job that submit then refused for its size, and submit named only
+    the first resource short (memory, not the GPU missing too) (issue 28)."""
+    from tests.clusters.helpers import cluster, job_text
+
+    cluster(cpu=2, memory_mb=4096, gpus={})
+    text = job_text("huge", cpu=4, gpu=1, memory_mb=8192)
+    body = html.unescape(web.post("/jobs/submit/validate/", {"text": text}).content.decode())
+    assert "Valid" not in body
+    expected = [
+        "the job needs 4 CPU in total but the cluster has 2: 2 more than the job could ever get",
+        "the job needs 8192 MB memory in total but the cluster has 4096",
+        "the job needs 1 GPU in total but the cluster has 0",
+    ]
+    for part in expected:
+        assert part in body
+    with pytest.raises(lifecycle.SubmitError) as refused:
+        lifecycle.submit(alice, text)
+    assert all(part in str(refused.value) for part in expected)
+
+
+def test_the_live_check_reads_the_virtual_cluster_chosen_beside_the_text(web, bob):
+    from tests.clusters.helpers import job_text, vc
+
+    vc("private", bob)
+    text = job_text("where")
+    assert "Valid" in web.post("/jobs/submit/validate/", {"text": text}).content.decode()
+    body = web.post("/jobs/submit/validate/", {"text": text, "virtual_cluster": "private"})
+    assert "alice is not a member of it" in body.content.decode()
+
+
 def test_validation_is_for_logged_in_posts_only(db):
     assert Client().post("/jobs/submit/validate/", {"text": "x"}).status_code == 302
 
