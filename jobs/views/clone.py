@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 
 from jobs.access import job_for
 from jobs.forms import SubmitForm
+from jobs.forms.clone_text import clone_text
 from jobs.forms.from_job import fill_form
 from jobs.models import Job
 from jobs.protocol import SECRET_MASK, dump_yaml, mask_secrets, masks_left
@@ -37,7 +38,8 @@ def clone_job(request: HttpRequest, username: str, name: str) -> HttpResponse:
         return submit_job(request)
     protocol = mask_secrets(job.protocol)
     protocol["name"] = new_name(job)
-    text = dump_yaml(protocol)
+    # The text as its owner wrote it (comments kept) when that is provably the same job.
+    text = clone_text(job.submitted_text, job.protocol, protocol["name"]) or dump_yaml(protocol)
     form = SubmitForm(
         initial={"text": text, "virtual_cluster": job.virtual_cluster.name}, user=request.user
     )

@@ -14,6 +14,7 @@ from tests.browser.pages import assert_tasks_succeeded, log_in
 pytestmark = pytest.mark.browser
 
 SECRET_JOB = textwrap.dedent("""\
+    # Prints the length of its token; the comment stays in a clone.
     protocolVersion: 2
     name: with_secret
     type: job
@@ -37,6 +38,7 @@ def test_a_cloned_job_with_its_secret_entered_again_runs(portal_url, browser_pag
     page.wait_for_url(f"{portal_url}/jobs/alice~with_secret/clone/")
     text = page.input_value("#id_text")
     assert "first-s3cr3t" not in text and "name: with_secret_clone" in text
+    assert text.startswith("# Prints the length of its token; the comment stays in a clone.")
     assert "secrets.token" in page.locator("#masked-secrets").inner_text()
     # Left masked, the secret is refused by name, and what was posted stays.
     page.click("#text-form button[type=submit]")

@@ -107,3 +107,55 @@ def test_a_clone_the_form_cannot_show_says_why_in_the_form_tab(web, alice):
     pane = body.split('id="pane-form"', 1)[1]
     assert "prerequisites callbacks the form cannot show: fetch (script)" in pane
     assert "name: hello_clone" in html.unescape(cloned_text(body))
+
+
+COMMENTED = """\
+# Trains the model of chapter 3; ask Ann before changing the image.
+protocolVersion: 2
+name: commented
+type: job
+prerequisites:
+  - {name: image, type: dockerimage, uri: python}   # the lab's image
+secrets:
+  token: s3cr3t-value  # rotated monthly
+taskRoles:
+  main:
+    instances: 1
+    dockerImage: image
+    resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}
+    commands:
+      - echo <% $secrets.token %>   # prints ******
+"""
+
+
+def test_a_clone_keeps_the_text_as_pasted_with_its_comments(web, alice):
+    lifecycle.submit(alice, COMMENTED)
+    text = cloned_text(web.get("/jobs/alice~commented/clone/").content.decode())
+    assert text.startswith("# Trains the model of chapter 3; ask Ann before changing the image.")
+    assert "name: commented_clone\n" in text and "# the lab's image" in text
+    assert "  token: '******'  # rotated monthly" in text
+    assert "s3cr3t-value" not in text
+    submitted = text.replace("'******'", "again-s3cr3t")
+    response = web.post("/jobs/submit/", {"mode": "text", "text": submitted})
+    assert response.status_code == 302, response.content.decode()
+    clone = Job.objects.get(name="commented_clone")
+    assert clone.protocol["secrets"] == {"token": "again-s3cr3t"}
+    assert clone.submitted_text.startswith("# Trains the model")
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "# the token s3cr3t-valueX is the old one\n",  # inside a longer word
+        "# old token: abc\n",
+    ],
+)
+def test_a_clone_whose_text_would_show_a_secret_is_normalised_instead(web, alice, where):
+    text = where + COMMENTED
+    if "abc" in where:
+        text = text.replace("s3cr3t-value", "abc")
+    lifecycle.submit(alice, text)
+    cloned = cloned_text(web.get("/jobs/alice~commented/clone/").content.decode())
+    assert "s3cr3t-value" not in cloned and "abc" not in cloned
+    assert not cloned.startswith("#")  # the normalised YAML
+    assert "name: commented_clone" in cloned
