@@ -13,15 +13,17 @@ import binascii
 import getpass
 import hashlib
 import re
+import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
 from clusters.backends.base import Backend
 from clusters.backends.local.sandbox import task_user_name
-from clusters.registry import local_sandbox
+from clusters.registry import get_backend, local_sandbox
 from jobs import plugins
 from jobs.models import Job, Task
 
@@ -31,10 +33,45 @@ SSHD_NOT_STARTED = re.compile(
     rb"^\[portal\] ssh: (no sshd in the image|sshd not started: [^\n]*|sshd did not start)", re.M
 )
 LOG_HEAD_BYTES = 64 * 1024
-HOW_TO_GET_SSHD = (
-    "to ssh into a task, run it in an image with sshd (the openssh-server package), with the "
-    "ssh plugin on (jobSSH) and an ssh port in the task role's ports (ssh: 1)"
+PLUGIN_AND_PORT = (
+    "with the ssh plugin on (jobSSH) and an ssh port in the task role's ports (ssh: 1)"
 )
+HOW_TO_GET_SSHD = (
+    "to ssh into a task, run it in an image with sshd (the openssh-server package), "
+    + PLUGIN_AND_PORT
+)
+# The local backend without images runs tasks on the host's own programs (issue 28: the panel
+# said "an image with sshd" where no image is used).
+HOW_TO_GET_SSHD_ON_HOST = (
+    "to ssh into a task, the machine the portal runs its tasks on needs sshd (an admin installs "
+    "the openssh-server package there: tasks use that machine's programs, not their "
+    f"dockerImage, on this portal), {PLUGIN_AND_PORT}"
+)
+NO_SSHD_IN_IMAGE = "no sshd in the image"
+NO_SSHD_ON_HOST = "no sshd on the machine the task runs on"
+
+
+def tasks_use_host_programs(backend: Backend) -> bool:
+    """Whether tasks run on the host's own file system (the local backend without images)."""
+    return backend.name == "local" and settings.LOCAL_IMAGES != "charliecloud"
+
+
+def how_to_get_sshd(backend: Backend) -> str:
+    return HOW_TO_GET_SSHD_ON_HOST if tasks_use_host_programs(backend) else HOW_TO_GET_SSHD
+
+
+def host_sshd_missing(backend: Backend) -> str | None:
+    """What ``make run`` says at start when tasks use this host's programs and it has no sshd
+    (where the bootstrap looks: ``sshd`` on PATH, else ``/usr/sbin/sshd``); None otherwise."""
+    if not tasks_use_host_programs(backend) or shutil.which("sshd") or SBIN_SSHD.exists():
+        return None
+    return (
+        "no sshd on this host: the ssh plugin cannot start one in tasks, so nobody can ssh into "
+        "them (install the openssh-server package; its own sshd need not run)"
+    )
+
+
+SBIN_SSHD = Path("/usr/sbin/sshd")
 
 
 @dataclass(frozen=True)
@@ -129,7 +166,7 @@ def ssh_info(
         ],
     }
     if states is not None:
-        info["howToGetSshd"] = HOW_TO_GET_SSHD
+        info["howToGetSshd"] = how_to_get_sshd(get_backend())
     return info
 
 
@@ -157,6 +194,9 @@ def sshd_states(job: Job, tasks: Iterable[Task], backend: Backend) -> dict[int, 
             states[task.id] = sshd_state(backend, task.backend_ref)
         else:
             states[task.id] = STARTING
+    if tasks_use_host_programs(backend):  # the bootstrap cannot tell a host from an image
+        on_host = SshdState("not started", NO_SSHD_ON_HOST)
+        states = {k: on_host if v.why == NO_SSHD_IN_IMAGE else v for k, v in states.items()}
     return states
 
 

@@ -131,3 +131,47 @@ def test_the_state_is_what_the_bootstrap_said_and_nothing_yet_is_starting(tmp_pa
     assert sshd_state(backend, quiet).status == "starting"
     listens = "echo '[portal] ssh: sshd (pid 42) listens on port 2222, log in x' >&2\n"
     assert sshd_state(backend, launched(backend, "job4-a0", listens)).status == "listening"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_the_local_backend_without_images_the_panel_names_the_host_not_an_image(
+    alice, backend, web, monkeypatch, settings
+):
+    """Tasks use the host's programs there: "run it in an image with sshd" was no help when the
+    host had no sshd (issue 28). What the bootstrap said is read as it is on every backend."""
+    from jobs import sshinfo
+
+    settings.LOCAL_IMAGES = ""
+    monkeypatch.setattr(
+        sshinfo, "_said", lambda *_: sshinfo.SshdState("not started", "no sshd in the image")
+    )
+    sshinfo._known.clear()
+    job = running(alice, backend, "no_host_sshd")
+    page = page_when(web, job, NO_SSHD)
+    assert f"{NO_SSHD}: no sshd on the machine the task runs on." in page
+    assert "the machine the portal runs its tasks on needs sshd" in page
+    assert "an image with sshd" not in page
+    body = ssh_api(alice, job)
+    assert body["tasks"][0]["sshdNote"] == "no sshd on the machine the task runs on"
+    assert (
+        "openssh-server" in body["howToGetSshd"] and "not their dockerImage" in body["howToGetSshd"]
+    )
+    settings.LOCAL_IMAGES = "charliecloud"  # tasks in their images: the image is the answer
+    assert "run it in an image with sshd" in ssh_api(alice, job)["howToGetSshd"]
+    finish(alice, backend, job)
+
+
+def test_make_run_says_when_the_host_has_no_sshd(monkeypatch, settings, tmp_path: Path):
+    from jobs import sshinfo
+
+    backend = LocalBackend(tmp_path)
+    settings.LOCAL_IMAGES = ""
+    monkeypatch.setattr(sshinfo.shutil, "which", lambda _: None)
+    monkeypatch.setattr(sshinfo, "SBIN_SSHD", tmp_path / "no-sshd-here")
+    said = sshinfo.host_sshd_missing(backend)
+    assert said is not None and "no sshd on this host" in said and "openssh-server" in said
+    settings.LOCAL_IMAGES = "charliecloud"
+    assert sshinfo.host_sshd_missing(backend) is None
+    settings.LOCAL_IMAGES = ""
+    monkeypatch.setattr(sshinfo, "SBIN_SSHD", Path("/bin/sh"))  # any file there
+    assert sshinfo.host_sshd_missing(backend) is None

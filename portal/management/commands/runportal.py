@@ -33,6 +33,7 @@ from django.core.management.base import BaseCommand, CommandError
 from clusters.backends.base import SupportsLimits
 from clusters.backends.local import LocalBackend
 from clusters.registry import get_backend
+from jobs.sshinfo import host_sshd_missing
 from portal.apps import stored_secret_key
 from portal.checks import redis_answers
 
@@ -221,6 +222,8 @@ class Command(BaseCommand):
         if isinstance(backend, SupportsLimits):  # what holds for tasks here, said at once
             for line in backend.describe_limits():
                 self.stdout.write(f"limits: {line}")
+        if no_sshd := host_sshd_missing(backend):
+            self.stdout.write(f"ssh: {no_sshd}")
         stop = threading.Event()
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
