@@ -8,6 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.files.uploadedfile import UploadedFile
 
 from clusters.models import VirtualCluster
+from jobs.forms.quota import users_default_vc
 
 UPLOAD_SUFFIXES = (".json", ".yaml", ".yml")
 
@@ -22,7 +23,6 @@ class SubmitForm(forms.Form):
         queryset=VirtualCluster.objects.all(),
         to_field_name="name",
         required=False,
-        empty_label="(as the job says, else default)",
     )
     deployment = forms.CharField(
         max_length=64,
@@ -32,9 +32,11 @@ class SubmitForm(forms.Form):
 
     def __init__(self, *args: Any, user: AbstractBaseUser | AnonymousUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # Exactly the virtual clusters admission lets ``user`` submit to.
+        # Exactly the virtual clusters admission lets ``user`` submit to; the empty choice
+        # names where a job naming none goes (issue 27: "else default" read as the VC named so).
         field = cast(forms.ModelChoiceField, self.fields["virtual_cluster"])
         field.queryset = VirtualCluster.objects.usable_by(user).order_by("name")
+        field.empty_label = f"(as the job says, else your default: {users_default_vc(user)})"
 
 
 class UploadForm(forms.Form):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from clusters.models import VirtualCluster
+from clusters.models import DEFAULT_VIRTUAL_CLUSTER, DefaultVirtualCluster, VirtualCluster
 from clusters.overview import overview
 
 
@@ -44,3 +44,11 @@ def vc_choices(user: AbstractBaseUser | AnonymousUser) -> list[VCChoice]:
         )
         choices.append(VCChoice(view.vc.name, free))
     return choices
+
+
+def users_default_vc(user: AbstractBaseUser | AnonymousUser) -> str:
+    """The virtual cluster a job naming none goes to for ``user`` (``admit.chosen_or_default``):
+    theirs when an admin set one, else ``default``."""
+    mine = DefaultVirtualCluster.objects.filter(user_id=user.pk)
+    name = mine.values_list("virtual_cluster__name", flat=True).first()
+    return name or DEFAULT_VIRTUAL_CLUSTER

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -14,7 +15,7 @@ from django.shortcuts import redirect, render
 from jobs import lifecycle
 from jobs.forms import SubmitForm, UploadForm
 from jobs.forms.builder import blank_roles, build_yaml, roles_for_template
-from jobs.forms.quota import vc_choices
+from jobs.forms.quota import users_default_vc, vc_choices
 
 MODES = ("text", "file", "form")
 TOO_BIG = "job file: the request is larger than the limit for a job file"
@@ -35,7 +36,9 @@ def page(
         "form": text_form or SubmitForm(user=request.user),
         "upload": UploadForm(),
         "vcs": vc_choices(request.user),
-        "builder": builder or QueryDict(),
+        # A new form starts on the user's default virtual cluster, as text and files do.
+        "builder": builder
+        or QueryDict(urlencode({"virtual_cluster": users_default_vc(request.user)})),
         "roles": roles_for_template(builder) if builder else blank_roles(),
         "errors": errors or [],
         "max_bytes": settings.JOB_MAX_BYTES,

@@ -237,3 +237,23 @@ def test_a_virtual_cluster_one_may_not_use_is_refused_by_the_text_form(bob):
     assert response.status_code == 400
     assert "virtual_cluster: Select a valid choice" in html.unescape(response.content.decode())
     assert not Job.objects.exists()
+
+
+def test_the_form_starts_on_the_users_default_virtual_cluster_and_says_where_jobs_go(web, alice):
+    """The form builder ignored the user's default VC (text and files used it), and the text
+    tab's "(as the job says, else default)" read as the VC named default (issue 27)."""
+    from clusters.models import DefaultVirtualCluster
+    from tests.clusters.helpers import vc
+
+    research = vc("research", alice)
+    vc("another", alice)
+    DefaultVirtualCluster.objects.create(user=alice, virtual_cluster=research)
+    body = web.get("/jobs/submit/").content.decode()
+    builder = body[body.index('id="f-vc"') : body.index("</select>", body.index('id="f-vc"'))]
+    assert re.search(r'<option value="research" selected>', builder)
+    assert "(as the job says, else your default: research)" in body
+    DefaultVirtualCluster.objects.filter(user=alice).delete()
+    body = web.get("/jobs/submit/").content.decode()
+    builder = body[body.index('id="f-vc"') : body.index("</select>", body.index('id="f-vc"'))]
+    assert re.search(r'<option value="default" selected>', builder)
+    assert "(as the job says, else your default: default)" in body
