@@ -89,7 +89,8 @@ def test_an_admin_creates_a_virtual_cluster_within_capacity(client, admin):
     assert VirtualCluster.objects.get(name="research").gpus == {"V100": 0}
     form["name"], form["cpu"] = "more", "5"
     page = client.post("/manage/virtual-clusters/new/", form).content.decode()
-    assert page.count("cpu: guaranteed quotas would sum to 9, 1 more than the cluster&#x27;s 8") == 1
+    over = "cpu: guaranteed quotas would sum to 9, 1 more than the cluster&#x27;s 8"
+    assert page.count(over) == 1
     assert 'name="cpu" value="5"' in page  # the form keeps what the admin typed
 
 
