@@ -129,3 +129,51 @@ def test_the_log_tails_of_an_ended_job_are_not_read_again(portal_url, browser_pa
     page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
     page.locator("#live pre.tail", has_text="done").wait_for()
     assert page.locator("#tails-growing").get_attribute("data-growing") == ""
+
+
+TICKING = (
+    "seq 1 60 | sed 's/^/early /'; "
+    "i=0; while [ $i -lt 120 ]; do i=$((i+1)); echo tick $i; sleep 1; done"
+)
+AT_END = "(b) => b.scrollHeight - b.scrollTop - b.clientHeight <= 8"
+
+
+def test_the_log_box_follows_new_lines_and_stays_where_the_user_scrolled(
+    portal_url, browser_page, alice
+):
+    """The box showed the oldest lines and jumped back to the top on every refresh: after 3
+    minutes it showed ticks 1-15 while tick 97 was the latest (issue 28)."""
+    page = browser_page
+    log_in(page, portal_url, "alice", "alice-secret-pw")
+    submit_text(page, portal_url, job("ticking", TICKING))
+    box = page.locator("#log-trainer-0-stdout")
+    page.locator("#log-trainer-0-stdout", has_text="tick 3").wait_for(timeout=20_000)
+    refreshes = page.evaluate("window.tailRefreshes")
+    page.wait_for_function(f"window.tailRefreshes >= {refreshes + 2}", timeout=30_000)
+    assert box.evaluate(AT_END), "the box is not at its end"
+    assert "early 1\n" in box.inner_text()  # the whole tail is there, the end in view
+
+    box.evaluate("b => { b.scrollTop = 0; }")  # the person scrolls up to read
+    jump = page.locator("button.jump-latest")
+    jump.wait_for()
+    seen = box.inner_text()
+    refreshes = page.evaluate("window.tailRefreshes")
+    page.wait_for_function(f"window.tailRefreshes >= {refreshes + 2}", timeout=30_000)
+    assert box.inner_text() != seen  # new lines came in meanwhile
+    assert box.evaluate("b => b.scrollTop") == 0 and jump.is_visible()
+
+    jump.click()
+    assert box.evaluate(AT_END) and not jump.is_visible()
+    refreshes = page.evaluate("window.tailRefreshes")
+    page.wait_for_function(f"window.tailRefreshes >= {refreshes + 1}", timeout=30_000)
+    assert box.evaluate(AT_END)  # following again
+
+    page.locator("#live a.follow").first.click()  # the follow page of trainer-0's stdout
+    page.wait_for_url("**/trainer-0/stdout/view/")
+    log = page.locator("#log")
+    page.locator("#log", has_text="tick").wait_for()
+    assert log.evaluate(AT_END)
+    log.evaluate("b => { b.scrollTop = 0; }")
+    page.locator("button.jump-latest").wait_for()
+    page.wait_for_timeout(4500)  # it reads the tail every 2 s
+    assert log.evaluate("b => b.scrollTop") == 0
