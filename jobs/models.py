@@ -70,6 +70,7 @@ class Job(models.Model):
     retries = models.PositiveIntegerField(default=0)
     task_count = models.PositiveIntegerField(default=0)
     gpu_count = models.PositiveIntegerField(default=0)
+    role_count = models.PositiveIntegerField(default=1)  # OpenPAI's totalTaskRoleNumber
     # Admission (clusters.quota): what the job asks for in total, its order and its standing.
     resources = models.JSONField(default=dict)  # {"cpu", "memoryMB", "gpus": {type: n}}
     priority = models.IntegerField(default=0)

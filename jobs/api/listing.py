@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import F
+from django.db.models import F, OuterRef, Subquery
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 
 from jobs.access import is_admin, listable_jobs, summary_reason
 from jobs.api.openpai import (
     NO_RETRIES,
+    debug_id,
     epoch_ms,
     job_priority,
     retry_details_by_job,
     sub_state,
 )
 from jobs.filters import JobFilter, PageForm, filter_errors
+from jobs.models import JobAttempt
 
 DEFAULT_LIMIT = 100
 
@@ -33,9 +35,15 @@ SUMMARY_FIELDS = (
     "virtual_cluster__name",
     "gpu_count",
     "task_count",
+    "role_count",
     "reason",
     "tags",
     "priority",
+)
+
+# OpenPAI's ``debugId``: the backend's name for the job, here its latest attempt's key.
+LATEST_KEY = Subquery(
+    JobAttempt.objects.filter(job=OuterRef("pk")).order_by("-number").values("key")[:1]
 )
 
 
@@ -48,6 +56,7 @@ def job_summary(
     state = row["state"]
     return {
         "protocolVersion": "2",
+        "debugId": row["latest_key"] or debug_id(row["job_id"]),
         "name": row["name"],
         "username": row["owner__username"],
         "state": state,
@@ -55,6 +64,9 @@ def job_summary(
         "executionType": "STOP" if state in ("STOPPING", "STOPPED") else "START",
         "retries": row["retries"],
         "retryDetails": retry_details or dict(NO_RETRIES),
+        # OpenPAI's delay before the next retry (retryPolicyStatus.retryDelaySec); ours retry
+        # at once, so there is never one to wait out.
+        "retryDelayTime": None,
         "submissionTime": epoch_ms(row["created_at"]),
         "createdTime": epoch_ms(row["created_at"]),
         "launchedTime": epoch_ms(row["started_at"]),
@@ -63,6 +75,7 @@ def job_summary(
         "virtualCluster": row["virtual_cluster__name"],
         "totalGpuNumber": row["gpu_count"],
         "totalTaskNumber": row["task_count"],
+        "totalTaskRoleNumber": row["role_count"],
         "jobPriority": job_priority(row["priority"]),
         # Another user's job: its reason without a quoted log line or an address (jobs.access).
         "reason": row["reason"] if full else summary_reason(row["reason"]),
@@ -97,7 +110,7 @@ def list_jobs(request: Request, owner: str | None = None) -> Any:
     jobs = job_filter(request, owner).ordered()
     # The id under another name: selected as ``id``, Django would sort by its column number
     # (``ORDER BY 1``) rather than by ``jobs_job.id``, which the list's plan is checked by.
-    fields = jobs.values(*SUMMARY_FIELDS, job_id=F("id"))
+    fields = jobs.values(*SUMMARY_FIELDS, job_id=F("id"), latest_key=LATEST_KEY)
     rows = list(fields[offset : offset + limit]) if limit else []
     viewer = request.user.get_username()
     admin = is_admin(request.user)

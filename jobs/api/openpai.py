@@ -84,6 +84,30 @@ def container_log(job: Job, task: Task, base_url: str) -> str:
     return base_url + path
 
 
+def debug_id(job: Job | int) -> str:
+    """OpenPAI's ``debugId`` is the framework's name, the backend's (k8s.js
+    ``convertFrameworkSummary``, ``convertFrameworkDetail``): ours is the attempt's ``key``; a
+    job that has made no attempt yet has none, and this stands in."""
+    return f"job-{job if isinstance(job, int) else job.pk}"
+
+
+def task_log_list_url(job: Job, attempt: int, task: Task, base_url: str) -> str:
+    """OpenPAI's log list of one task attempt (k8s.js ``convertTaskDetail``'s ``containerLog``):
+    ``.../attempts/<job attempt>/taskRoles/<role>/taskIndex/<i>/attempts/<task attempt>/logs``."""
+    path = reverse(
+        "api-task-attempt-logs",
+        kwargs={
+            "username": job.owner.username,
+            "name": job.name,
+            "attempt": attempt,
+            "role": task.role,
+            "index": task.index,
+            "task_attempt": task.retries,
+        },
+    )
+    return base_url + path
+
+
 def task_status(
     task: Task, job: Job | None = None, *, full: bool = True, base_url: str = ""
 ) -> dict[str, Any]:
@@ -106,6 +130,13 @@ def task_status(
         "createdTime": epoch_ms(task.created_at),
         "launchedTime": epoch_ms(task.started_at),
         "completedTime": epoch_ms(task.completed_at),
+        # OpenPAI's task attempt (k8s.js convertTaskDetail): its id counts the task's retries
+        # within the job attempt, and its times are those of the task's current run.
+        "attemptId": task.retries,
+        "attemptState": task.state,
+        "currentAttemptCreatedTime": epoch_ms(task.created_at),
+        "currentAttemptLaunchedTime": epoch_ms(task.started_at),
+        "currentAttemptCompletedTime": epoch_ms(task.completed_at),
     }
     if not full:
         # The summary: where the task runs and what it wrote stay its owner's.
@@ -245,8 +276,9 @@ def job_detail(
     # Another user reads the reason without the log line it quotes and with addresses masked.
     reason = job.reason if full else summary_reason(job.reason)
     return {
-        "debugId": attempt.key if attempt else f"job-{job.pk}",
+        "debugId": attempt.key if attempt else debug_id(job),
         "name": job.name,
+        "tags": list(job.tags),  # OpenPAI's detail has them here (k8s.js convertFrameworkDetail)
         "jobStatus": {
             "username": job.owner.username,
             "state": job.state,
@@ -258,6 +290,8 @@ def job_detail(
             "retryDetails": retry_details(job),
             "retryDelayTime": None,
             "attemptIndex": attempt.number if attempt else None,
+            # OpenPAI's name for the index of the attempt shown (k8s.js convertFrameworkDetail).
+            "attemptId": attempt.number if attempt else None,
             "submissionTime": epoch_ms(job.created_at),
             "createdTime": epoch_ms(job.created_at),
             "launchedTime": epoch_ms(job.started_at),
@@ -289,4 +323,54 @@ def job_detail(
             "tags": list(job.tags),
         },
         "taskRoles": roles,
+    }
+
+
+def task_detail(
+    job: Job, attempt: int, task: Task, *, full: bool = True, base_url: str = ""
+) -> dict[str, Any]:
+    """One task with its attempts, as OpenPAI answers ``.../attempts/<n>/taskRoles/<role>/
+    taskIndex/<i>/attempts`` (frameworkConverter.js ``convertToTaskDetail``). A task retried
+    within its job attempt keeps one row here, so ``attempts`` holds its current run only
+    (``attemptId``: the retries before it); OpenPAI lists the earlier runs after it."""
+    status = task_status(task, job, full=full, base_url=base_url)
+    run = {
+        key: status[key]
+        for key in (
+            "attemptId",
+            "attemptState",
+            "currentAttemptCreatedTime",
+            "currentAttemptLaunchedTime",
+            "currentAttemptCompletedTime",
+            "containerId",
+            "containerIp",
+            "containerNodeName",
+            "containerPorts",
+            "containerGpus",
+            "containerExitCode",
+            "containerExitSpec",
+            "containerExitDiagnostics",
+        )
+    }
+    started = full and bool(task.backend_ref)
+    run["containerLog"] = task_log_list_url(job, attempt, task, base_url) if started else ""
+    return {
+        "username": job.owner.username,
+        "jobName": job.name,
+        "jobAttemptId": attempt,
+        "taskRoleName": task.role,
+        **{
+            key: status[key]
+            for key in (
+                "taskIndex",
+                "taskUid",
+                "taskState",
+                "retries",
+                "accountableRetries",
+                "createdTime",
+                "launchedTime",
+                "completedTime",
+            )
+        },
+        "attempts": [run],
     }

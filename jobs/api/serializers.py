@@ -25,6 +25,7 @@ class RetryDetailsSerializer(serializers.Serializer[dict[str, object]]):
 
 class JobSummarySerializer(serializers.Serializer[dict[str, object]]):
     protocolVersion = serializers.CharField()
+    debugId = serializers.CharField(help_text="the backend's name for the job's latest attempt")
     name = serializers.CharField()
     username = serializers.CharField()
     state = serializers.CharField()
@@ -32,6 +33,9 @@ class JobSummarySerializer(serializers.Serializer[dict[str, object]]):
     executionType = serializers.ChoiceField(choices=["START", "STOP"])
     retries = serializers.IntegerField()
     retryDetails = RetryDetailsSerializer()
+    retryDelayTime = serializers.IntegerField(
+        allow_null=True, help_text="always null: a retry here starts without a delay"
+    )
     submissionTime = serializers.IntegerField()
     createdTime = nullable_int()
     launchedTime = nullable_int()
@@ -40,6 +44,7 @@ class JobSummarySerializer(serializers.Serializer[dict[str, object]]):
     virtualCluster = serializers.CharField()
     totalGpuNumber = serializers.IntegerField()
     totalTaskNumber = serializers.IntegerField()
+    totalTaskRoleNumber = serializers.IntegerField()
     jobPriority = serializers.CharField()
     reason = serializers.CharField(allow_blank=True)
     tags = serializers.ListField(child=serializers.CharField())
@@ -90,6 +95,55 @@ class TaskStatusSerializer(serializers.Serializer[dict[str, object]]):
     createdTime = nullable_int()
     launchedTime = nullable_int()
     completedTime = nullable_int()
+    attemptId = serializers.IntegerField(help_text="the task's attempt: its retries before it")
+    attemptState = serializers.CharField()
+    currentAttemptCreatedTime = nullable_int()
+    currentAttemptLaunchedTime = nullable_int()
+    currentAttemptCompletedTime = nullable_int()
+
+
+class TaskAttemptSerializer(serializers.Serializer[dict[str, object]]):
+    attemptId = serializers.IntegerField()
+    attemptState = serializers.CharField()
+    currentAttemptCreatedTime = nullable_int()
+    currentAttemptLaunchedTime = nullable_int()
+    currentAttemptCompletedTime = nullable_int()
+    containerId = serializers.CharField(allow_blank=True, **summary_null())
+    containerIp = serializers.CharField(allow_blank=True, **summary_null())
+    containerNodeName = serializers.CharField(allow_blank=True, **summary_null())
+    containerPorts = serializers.DictField(child=serializers.CharField())
+    containerGpus = serializers.CharField(allow_null=True)
+    containerLog = serializers.CharField(
+        allow_blank=True, help_text="the URL of its log list; empty for a summary reader"
+    )
+    containerExitCode = nullable_int()
+    containerExitSpec = ExitSpecSerializer(allow_null=True)
+    containerExitDiagnostics = serializers.CharField(allow_blank=True, **summary_null())
+
+
+class TaskDetailSerializer(serializers.Serializer[dict[str, object]]):
+    username = serializers.CharField()
+    jobName = serializers.CharField()
+    jobAttemptId = serializers.IntegerField()
+    taskRoleName = serializers.CharField()
+    taskIndex = serializers.IntegerField()
+    taskUid = serializers.CharField()
+    taskState = serializers.CharField()
+    retries = serializers.IntegerField()
+    accountableRetries = serializers.IntegerField()
+    createdTime = nullable_int()
+    launchedTime = nullable_int()
+    completedTime = nullable_int()
+    attempts = TaskAttemptSerializer(many=True)
+
+
+class LogLocationSerializer(serializers.Serializer[dict[str, object]]):
+    name = serializers.CharField(help_text="stdout or stderr")
+    uri = serializers.CharField()
+
+
+class TaskLogListSerializer(serializers.Serializer[dict[str, object]]):
+    locations = LogLocationSerializer(many=True)
 
 
 class RoleNameSerializer(serializers.Serializer[dict[str, object]]):
@@ -123,6 +177,7 @@ class JobStatusSerializer(serializers.Serializer[dict[str, object]]):
     retryDetails = RetryDetailsSerializer()
     retryDelayTime = nullable_int()
     attemptIndex = nullable_int()
+    attemptId = nullable_int()
     submissionTime = serializers.IntegerField()
     createdTime = nullable_int()
     launchedTime = nullable_int()
@@ -157,6 +212,7 @@ class JobStatusSerializer(serializers.Serializer[dict[str, object]]):
 class JobDetailSerializer(serializers.Serializer[dict[str, object]]):
     debugId = serializers.CharField()
     name = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
     jobStatus = JobStatusSerializer()
     taskRoles = serializers.DictField(child=TaskRoleSerializer())
 

@@ -10,19 +10,26 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.registry import get_backend
 from jobs.access import job_for, job_view_for
+from jobs.api.openpai import api_base_url, task_detail
+from jobs.api.serializers import TaskDetailSerializer, TaskLogListSerializer
 from jobs.models import Job, JobAttempt, Task
 from jobs.sshinfo import ssh_info, sshd_states
 from jobs.tasklogs import MAX_TAIL_BYTES, LogResponse, read_task_log, task_log_chunks
 from portal.openapi import ERRORS, MessageSerializer
 
 STREAMS = ("stdout", "stderr")
+# The names OpenPAI's runtime gives the same logs; openpaisdk appends them to a v1
+# ``containerLog`` (job.py ``JobStatusParser.single_task_logs``: ``user.pai.stdout/?start=0``).
+STREAM_FILES = {f"user.pai.{stream}": stream for stream in STREAMS}
+# What a ``tail-mode=true`` log list's links read: OpenPAI's web portal shows the last 16 KB.
+TAIL_MODE_BYTES = 16 * 1024
 MAX_TAGS = 64
 
 
@@ -190,6 +197,20 @@ def tail_param(request: Request) -> int | None:
     return int(raw)
 
 
+def start_param(request: Request) -> int | None:
+    """OpenPAI's log manager's ``start``: a negative number reads the last that many bytes,
+    0 (openpaisdk's) the whole log; the tail bytes, or None for the whole log."""
+    raw = request.query_params.get("start")
+    if raw in (None, "", "0"):
+        return None
+    if not raw.startswith("-") or not raw[1:].isdigit() or len(raw) > 11:
+        shown = raw if len(raw) <= 20 else f"{raw[:20]}... ({len(raw)} characters)"
+        raise serializers.ValidationError(
+            {"start": f"0 (the whole log) or minus the bytes to read from its end, got {shown!r}"}
+        )
+    return min(int(raw[1:]), MAX_TAIL_BYTES)
+
+
 class TaskLogView(APIView):
     """A task's stdout or stderr as text; ``tail`` keeps only its last bytes."""
 
@@ -207,6 +228,9 @@ class TaskLogView(APIView):
     ) -> HttpResponse | LogResponse:
         job = job_for(request.user, username, name)
         tail = tail_param(request)
+        if tail is None:
+            tail = start_param(request)
+        stream = STREAM_FILES.get(stream, stream)
         role, _, index = task.rpartition("-")
         if stream not in STREAMS or not index.isdigit() or len(index) > 9:
             raise Http404(f"no log {task}/{stream}")
@@ -220,3 +244,79 @@ class TaskLogView(APIView):
             return LogResponse(chunks)
         body = read_task_log(job, row.backend_ref, stream, tail)
         return HttpResponse(body, content_type="text/plain; charset=utf-8")
+
+
+def task_of(job: Job, attempt: int, role: str, index: int) -> Task:
+    """The task ``role``/``index`` of the job's attempt ``attempt``; 404 as OpenPAI's."""
+    row = (
+        Task.objects.filter(attempt__job=job, attempt__number=attempt, role=role, index=index)
+        .select_related("attempt")
+        .first()
+    )
+    if row is None:
+        raise NotFound(
+            {
+                "code": "NoJobError",
+                "message": f"task {role}-{index} not found in attempt {attempt} of {job.name}",
+            }
+        )
+    return row
+
+
+class TaskAttemptsView(APIView):
+    """``GET .../attempts/<n>/taskRoles/<role>/taskIndex/<i>/attempts``: one task and its
+    attempts, as OpenPAI's web portal reads it (its task's retry history page)."""
+
+    @extend_schema(responses={200: TaskDetailSerializer, **ERRORS})
+    def get(
+        self, request: Request, username: str, name: str, attempt: int, role: str, index: int
+    ) -> Response:
+        seen = job_view_for(request.user, username, name)
+        row = task_of(seen.job, attempt, role, index)
+        base_url = api_base_url(request)
+        return Response(task_detail(seen.job, attempt, row, full=seen.full, base_url=base_url))
+
+
+class TaskAttemptLogsView(APIView):
+    """``GET .../taskIndex/<i>/attempts/<task attempt>/logs``: the task attempt's logs as
+    OpenPAI's log list, ``{locations: [{name, uri}]}`` (models/v2/job/log.js
+    ``getLogListFromLogManager``); each ``uri`` reads one log here, ``tail-mode=true`` its
+    last 16 KB. Owner and admins only, as the logs themselves."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("tail-mode", OpenApiTypes.STR, enum=["true", "false"])],
+        responses={200: TaskLogListSerializer, **ERRORS},
+    )
+    def get(
+        self,
+        request: Request,
+        username: str,
+        name: str,
+        attempt: int,
+        role: str,
+        index: int,
+        task_attempt: int,
+    ) -> Response:
+        job = job_for(request.user, username, name)
+        row = task_of(job, attempt, role, index)
+        if task_attempt != row.retries or not row.backend_ref:
+            # OpenPAI's answer for a task attempt it has no log of, or one not started yet.
+            raise NotFound({"code": "NoTaskLogError", "message": "Log of task is not found."})
+        tail_mode = request.query_params.get("tail-mode", "false")
+        if tail_mode not in ("true", "false"):
+            raise serializers.ValidationError({"tail-mode": f"true or false, got {tail_mode!r}"})
+        suffix = f"?tail={TAIL_MODE_BYTES}" if tail_mode == "true" else ""
+        locations = []
+        for stream in STREAMS:
+            path = reverse(
+                "api-task-log",
+                kwargs={
+                    "username": job.owner.username,
+                    "name": job.name,
+                    "attempt": attempt,
+                    "task": f"{role}-{index}",
+                    "stream": stream,
+                },
+            )
+            locations.append({"name": stream, "uri": request.build_absolute_uri(path) + suffix})
+        return Response({"locations": locations})

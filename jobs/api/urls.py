@@ -8,7 +8,13 @@ from jobs.api.actions import (
     JobEventsView,
 )
 from jobs.api.cluster_views import AlertsView, PodsView
-from jobs.api.task_views import JobSshView, JobTagView, TaskLogView
+from jobs.api.task_views import (
+    JobSshView,
+    JobTagView,
+    TaskAttemptLogsView,
+    TaskAttemptsView,
+    TaskLogView,
+)
 from jobs.api.views import JobDetailView, JobSchemaView, JobsView
 
 urlpatterns = [
@@ -40,6 +46,16 @@ urlpatterns += [
         f"{JOB}/attempts/<int:attempt>/tasks/<str:task>/logs/<str:stream>",
         TaskLogView.as_view(),
         name="api-task-log",
+    ),
+]
+# OpenPAI's task attempts and their log lists (routes/v2/job.js; its web portal's conn.js).
+TASK = f"{JOB}/attempts/<int:attempt>/taskRoles/<str:role>/taskIndex/<int:index>/attempts"
+urlpatterns += [
+    path(TASK, TaskAttemptsView.as_view(), name="api-task-attempts"),
+    path(
+        f"{TASK}/<int:task_attempt>/logs",
+        TaskAttemptLogsView.as_view(),
+        name="api-task-attempt-logs",
     ),
 ]
 urlpatterns += [

@@ -39,8 +39,26 @@ class V1UserJobsView(JobsView):
     ``/api/v1/user/<user>/jobs``."""
 
 
+def log_folder(url: str) -> str:
+    """A task's ``containerLog`` as OpenPAI's v1 gave it, the folder of the task's logs:
+    openpaisdk appends ``user.pai.stdout/?start=0`` (or ``stderr``) to it (job.py
+    ``JobStatusParser.single_task_logs``), which names the same log here (task_views)."""
+    folder, _, _ = url.rpartition("/")
+    return f"{folder}/" if url else ""
+
+
 class V1JobDetailView(JobDetailView):
-    """``GET /api/v1/user/<user>/jobs/<job>``: the v2 detail."""
+    """``GET /api/v1/user/<user>/jobs/<job>``: the v2 detail, each ``containerLog`` the
+    folder of the task's logs, as v1's (the log manager's) was."""
+
+    def get(
+        self, request: Request, username: str, name: str, attempt: int | None = None
+    ) -> Response:
+        answer = super().get(request, username, name, attempt)
+        for role in answer.data["taskRoles"].values():
+            for task in role["taskStatuses"]:
+                task["containerLog"] = log_folder(task["containerLog"])
+        return answer
 
 
 class V1JobSshView(JobSshView):

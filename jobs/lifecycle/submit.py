@@ -47,6 +47,7 @@ def submit(
         source_format=loaded.source_format,
         protocol=protocol,
         task_count=sum(r["instances"] for r in roles),
+        role_count=len(roles),
         gpu_count=sum(r["instances"] * r["resourcePerInstance"]["gpu"] for r in roles),
         reason="waiting to be admitted",
         **job_fields(protocol),

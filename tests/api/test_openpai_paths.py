@@ -14,7 +14,14 @@ from tests.api.helpers import client_for, job_with_tasks
 
 pytestmark = pytest.mark.django_db
 
-SAMPLE = {"username": "alice", "name": "hello", "attempt": "0", "stream": "stdout"}
+SAMPLE = {
+    "username": "alice",
+    "name": "hello",
+    "attempt": "0",
+    "stream": "stdout",
+    "index": "0",
+    "task_attempt": "0",
+}
 
 
 def api_routes(patterns: list, prefix: str = "") -> Iterator[str]:
