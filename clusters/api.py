@@ -19,6 +19,7 @@ from clusters.overview import VCView, overview
 from clusters.quota import Limit, Resources, quota_of
 from clusters.vc_changes import delete, delete_problem, quota_problems
 from jobs.api.serializers import VirtualClusterSerializer
+from portal.accounts.permissions import APPLICATIONS_NOT_ALLOWED, is_application
 from portal.openapi import ERRORS, MessageSerializer
 
 
@@ -88,11 +89,14 @@ def vc_info(view: VCView, capacity: Limit) -> dict[str, Any]:
     }
 
 
-class IsAdminForWrites:
-    def check(self, request: Request) -> Response | None:
-        if not request.user.is_staff:
-            return error("ForbiddenUserError", "only an admin may change virtual clusters", 403)
-        return None
+def refused_change(request: Request) -> Response | None:
+    """OpenPAI's checks on a virtual cluster's change (rest-server routes/v2/virtual-cluster.js:
+    ``checkNotApplication``, then an admin's), with its texts; None when allowed."""
+    if is_application(request):
+        return error("ForbiddenUserError", APPLICATIONS_NOT_ALLOWED, 403)
+    if not request.user.is_staff:
+        return error("ForbiddenUserError", "Non-admin is not allow to do this operation.", 403)
+    return None
 
 
 VC_MAP = {
@@ -183,7 +187,7 @@ class VirtualClusterView(APIView):
         responses={200: VirtualClusterSerializer, 201: VirtualClusterSerializer, **ERRORS},
     )
     def put(self, request: Request, name: str) -> Response:
-        denied = IsAdminForWrites().check(request)
+        denied = refused_change(request)
         if denied:
             return denied
         current = VirtualCluster.objects.filter(name=name).first()
@@ -206,7 +210,7 @@ class VirtualClusterView(APIView):
 
     @extend_schema(responses={200: MessageSerializer, 409: MessageSerializer, **ERRORS})
     def delete(self, request: Request, name: str) -> Response:
-        denied = IsAdminForWrites().check(request)
+        denied = refused_change(request)
         if denied:
             return denied
         vc = VirtualCluster.objects.filter(name=name).first()
@@ -232,7 +236,7 @@ class VirtualClusterStatusView(APIView):
         request=VirtualClusterStatusSerializer, responses={201: MessageSerializer, **ERRORS}
     )
     def put(self, request: Request, name: str) -> Response:
-        denied = IsAdminForWrites().check(request)
+        denied = refused_change(request)
         if denied:
             return denied
         form = VirtualClusterStatusSerializer(data=request.data)

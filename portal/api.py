@@ -25,6 +25,8 @@ CODES = {
     429: "TooManyRequestsError",
     503: "ServiceUnavailable",
 }
+# OpenPAI's text for a call without a token (rest-server middlewares/token.js ``check``).
+GUEST_MESSAGE = "Guest is not allowed to do this operation."
 
 
 def flatten(detail: Any, path: str = "") -> list[str]:
@@ -46,6 +48,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return None
     data = response.data
     if isinstance(data, dict) and "code" in data and "message" in data:
+        return response
+    if isinstance(exc, exceptions.NotAuthenticated):
+        response.data = {"code": CODES.get(response.status_code), "message": GUEST_MESSAGE}
         return response
     lines = flatten(data.get("detail", data) if isinstance(data, dict) else data)
     body: dict[str, Any] = {

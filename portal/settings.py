@@ -306,6 +306,10 @@ JOB_MAX_PORTS_PER_TASK = env_int("JOB_MAX_PORTS_PER_TASK", 100, minimum=1)
 API_TOKEN_DEFAULT_SECONDS = env_int("API_TOKEN_DEFAULT_SECONDS", 7 * 24 * 3600, minimum=60)
 # Application tokens are for long-running scripts; they can be revoked at any time.
 API_APPLICATION_TOKEN_SECONDS = env_int("API_APPLICATION_TOKEN_SECONDS", 10 * 365 * 24 * 3600)
+# A login with an unknown name answers OpenPAI's 400 NoUserError ("User x is not found."), as
+# its SDKs expect; True answers it as a wrong password, so the login tells no one which names
+# exist (either way the login is rate-limited per address, API_RATE_ANON).
+API_LOGIN_HIDES_UNKNOWN_USERS = env_bool("API_LOGIN_HIDES_UNKNOWN_USERS", False)
 
 LOGGING = {
     "version": 1,

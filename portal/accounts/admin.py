@@ -33,4 +33,6 @@ class PortalUserAdmin(UserAdmin):
             count = live_job_count(user)
             if count:
                 protected.append(str(UserHasLiveJobs(user.get_username(), count)))
+        if protected:  # refused anyway: say why (live jobs are not deletable in the admin)
+            perms_needed = set()
         return deleted, counts, perms_needed, protected

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.auth import authenticate, logout
+from django.contrib.auth import authenticate, get_user_model, logout
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal.accounts.models import ApiToken, hash_token
+from portal.accounts.permissions import NoApplications
 from portal.openapi import (
     ERRORS,
     ApplicationTokenSerializer,
@@ -46,15 +47,23 @@ class LoginView(APIView):
         data = form.validated_data
         user = authenticate(request, username=data["username"], password=data["password"])
         if user is None:
-            return Response(
-                # OpenPAI's answer; the same for an unknown user, so that it tells no one
-                # which usernames exist.
-                {"code": "IncorrectPasswordError", "message": "username or password is wrong"},
-                status=status.HTTP_400_BAD_REQUEST,
-            )
+            return refused_login(data["username"])
         seconds = data.get("expiration", settings.API_TOKEN_DEFAULT_SECONDS)
         _, token = ApiToken.objects.issue(user, seconds)
         return Response({"token": token, "user": user.username, "admin": user.is_staff})
+
+
+def refused_login(username: str) -> Response:
+    """OpenPAI's 400s (rest-server controllers/v2/token.js ``get``): ``NoUserError`` for a name
+    no active user has, ``IncorrectPasswordError`` for a wrong password. With
+    ``API_LOGIN_HIDES_UNKNOWN_USERS`` both answer the latter, so that the login tells no one
+    which names exist. Either way a caller's attempts count against ``API_RATE_ANON``."""
+    known = get_user_model().objects.filter(username=username, is_active=True).exists()
+    if known or settings.API_LOGIN_HIDES_UNKNOWN_USERS:
+        body = {"code": "IncorrectPasswordError", "message": "Password is incorrect."}
+    else:
+        body = {"code": "NoUserError", "message": f"User {username} is not found."}
+    return Response(body, status=status.HTTP_400_BAD_REQUEST)
 
 
 def bearer_row(request: Request) -> ApiToken | None:
@@ -83,8 +92,15 @@ class AuthnInfoView(APIView):
         return Response({"authnMethod": "basic", "loginPath": "/api/v2/authn/basic/login"})
 
 
+# Signed in with a person's token or session: OpenPAI's routes/token.js forbids every token
+# operation to an application token (checkNotApplication).
+PERSON_ONLY = [IsAuthenticated, NoApplications]
+
+
 class TokensView(APIView):
     """My tokens: listed by their first characters (the rest is stored only hashed)."""
+
+    permission_classes = PERSON_ONLY
 
     @extend_schema(responses={200: TokensSerializer, **ERRORS})
     def get(self, request: Request) -> Response:
@@ -106,6 +122,8 @@ class TokensView(APIView):
 
 
 class ApplicationTokenView(APIView):
+    permission_classes = PERSON_ONLY
+
     @extend_schema(request=None, responses={200: ApplicationTokenSerializer, **ERRORS})
     def post(self, request: Request) -> Response:
         _, token = ApiToken.objects.issue(
@@ -115,6 +133,8 @@ class ApplicationTokenView(APIView):
 
 
 class TokenView(APIView):
+    permission_classes = PERSON_ONLY
+
     @extend_schema(responses={200: MessageSerializer, **ERRORS})
     def delete(self, request: Request, token: str) -> Response:
         mine = ApiToken.objects.filter(user=request.user)

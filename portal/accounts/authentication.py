@@ -1,3 +1,7 @@
+"""How the API knows its caller: OpenPAI's ``Authorization: Bearer <token>`` (its rest-server
+``src/middlewares/token.js``). What an application token may not do: accounts.permissions.
+(DRF imports this module while it loads its views: nothing here may import them.)"""
+
 from __future__ import annotations
 
 from typing import Any
@@ -6,6 +10,9 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from portal.accounts.models import ApiToken, hash_token
+
+# OpenPAI's text (token.js ``check``): its SDKs compare it, not only the code.
+UNAUTHORIZED_MESSAGE = "Your token is invalid."
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -24,8 +31,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Authorization: the token is not text.") from None
         found = token_owner(hash_token(token))
-        if found is None:
-            raise exceptions.AuthenticationFailed("Authorization: the token is unknown or expired.")
+        if found is None:  # unknown, expired, revoked, or its user deactivated
+            raise exceptions.AuthenticationFailed(UNAUTHORIZED_MESSAGE)
         return found
 
     def authenticate_header(self, request: Request) -> str:

@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.accounts.users_api import error, forbidden, is_admin, no_user
+from portal.accounts.users_api import PERSON_WRITES, error, forbidden, is_admin, no_user
 from portal.openapi import ERRORS, MessageSerializer
 
 User = get_user_model()
@@ -48,6 +48,11 @@ def group_info(group: Group) -> dict[str, Any]:
     return {"groupname": group.name, "description": "", "externalName": "", "extension": {}}
 
 
+def is_built_in(name: str) -> bool:
+    """Whether ``name`` is the built-in default group (no created group holds the name)."""
+    return name == DEFAULT_GROUP and not Group.objects.filter(name=DEFAULT_GROUP).exists()
+
+
 def built_in_default() -> dict[str, Any] | None:
     """The built-in default group, unless a real group holds its name."""
     if Group.objects.filter(name=DEFAULT_GROUP).exists():
@@ -57,6 +62,8 @@ def built_in_default() -> dict[str, Any] | None:
 
 
 class GroupsView(APIView):
+    permission_classes = PERSON_WRITES
+
     @extend_schema(responses={200: GroupSerializer(many=True), **ERRORS})
     def get(self, request: Request) -> Response:
         groups = [group_info(g) for g in Group.objects.order_by("name")]
@@ -90,6 +97,8 @@ class GroupsView(APIView):
 
 
 class GroupView(APIView):
+    permission_classes = PERSON_WRITES
+
     @extend_schema(responses={200: GroupSerializer, **ERRORS})
     def get(self, request: Request, group: str) -> Response:
         row = Group.objects.filter(name=group).first()
@@ -148,14 +157,28 @@ def changed_by_admin(
 class UserGroupView(APIView):
     """``PUT`` adds the user to a group, ``DELETE`` takes them out (admin)."""
 
+    permission_classes = PERSON_WRITES
+
     def change(self, request: Request, username: str, *, join: bool) -> Response:
         found = changed_by_admin(request, username, GroupNameSerializer)
         if isinstance(found, Response):
             return found
         user, data = found
-        group = Group.objects.filter(name=data["groupname"]).first()
+        name = data["groupname"]
+        group = Group.objects.filter(name=name).first()
+        if group is None and is_built_in(name):
+            # Every user is in the built-in default group already (OpenPAI puts every user in
+            # its default group): joining it changes nothing; leaving it cannot be done.
+            if not join:
+                return error(
+                    "ForbiddenUserError",
+                    f"groupname: every user is in the built-in group {name}; create a group "
+                    f"named {name} to choose its members",
+                    403,
+                )
+            return Response({"message": f"User {username} is added into group {name}"}, 201)
         if group is None:
-            return no_group(data["groupname"])
+            return no_group(name)
         if join:
             user.groups.add(group)
             message = f"User {username} is added into group {group.name}"
@@ -178,6 +201,12 @@ class GroupListSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class UserGroupListView(APIView):
+    """Replace the user's groups. ``default`` is always granted while it is the built-in group
+    (every user is in it, as every OpenPAI user is in its default group), so OpenPAI's
+    ``["default"]`` works here too: it leaves the user in no created group."""
+
+    permission_classes = PERSON_WRITES
+
     @extend_schema(request=GroupListSerializer, responses={201: MessageSerializer, **ERRORS})
     def put(self, request: Request, username: str) -> Response:
         found = changed_by_admin(request, username, GroupListSerializer)
@@ -186,7 +215,8 @@ class UserGroupListView(APIView):
         user, data = found
         names = data["grouplist"]
         groups = list(Group.objects.filter(name__in=names))
-        missing = sorted(set(names) - {g.name for g in groups})
+        # ``default`` not found among the created groups is the built-in one: nothing to set.
+        missing = sorted(set(names) - {g.name for g in groups} - {DEFAULT_GROUP})
         if missing:
             return no_group(missing[0])
         with transaction.atomic():

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from portal.accounts.groups_api import UserGroupListView, UserGroupView
 from portal.accounts.users_api import (
+    PERSON_WRITES,
     User,
     UsersView,
     UserView,
@@ -93,6 +94,7 @@ def updated(user: Any) -> Response:
 # ``form``, then ``change``; it answers OpenPAI's "update user ... successfully". (A comment, not
 # a docstring: the OpenAPI schema would describe every field's PUT with it.)
 class LegacyFieldView(APIView):
+    permission_classes = PERSON_WRITES
     form: type[serializers.Serializer[dict[str, Any]]]
     admin_only = False
 

@@ -13,16 +13,20 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.models import Storage, VirtualCluster
+from portal.accounts.permissions import NoApplicationWrites
 from portal.accounts.removal import UserHasLiveJobs, remove_user
 from portal.openapi import ERRORS, ErrorSerializer, MessageSerializer
 
 User = get_user_model()
 NAME = r"^[\w.@+-]+$"
+# Signed in, and an application token only reads (OpenPAI's checkNotApplication).
+PERSON_WRITES = [IsAuthenticated, NoApplicationWrites]
 
 
 def error(code: str, message: str, status: int) -> Response:
@@ -30,7 +34,9 @@ def error(code: str, message: str, status: int) -> Response:
 
 
 def forbidden() -> Response:
-    return error("ForbiddenUserError", "only an admin may do this", 403)
+    """OpenPAI's answer to a non-admin's admin operation, its text as its SDKs compare it
+    (rest-server controllers/v2/user.js and group.js)."""
+    return error("ForbiddenUserError", "Non-admin is not allow to do this operation.", 403)
 
 
 def no_user(name: str) -> Response:
@@ -114,6 +120,8 @@ def is_admin(user: AbstractBaseUser | AnonymousUser) -> bool:
 
 
 class UsersView(APIView):
+    permission_classes = PERSON_WRITES
+
     @extend_schema(responses={200: UserInfoSerializer(many=True), **ERRORS})
     def get(self, request: Request) -> Response:
         if not is_admin(request.user):
@@ -170,6 +178,8 @@ class UsersView(APIView):
 
 
 class UserView(APIView):
+    permission_classes = PERSON_WRITES
+
     @extend_schema(responses={200: UserInfoSerializer, **ERRORS})
     def get(self, request: Request, username: str) -> Response:
         if not is_admin(request.user) and username != request.user.get_username():
@@ -208,6 +218,8 @@ class UpdateMeSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class MeView(APIView):
+    permission_classes = PERSON_WRITES
+
     @extend_schema(responses={200: UserInfoSerializer, **ERRORS})
     def get(self, request: Request) -> Response:
         return Response(user_info(request.user))

@@ -1,5 +1,6 @@
 """Status codes as OpenPAI's clients expect them: basicLogin with a wrong password is a 400
-IncorrectPasswordError, and updateJobExecutionType on another user's job is a 403."""
+IncorrectPasswordError (an unknown name NoUserError), and updateJobExecutionType on another
+user's job is a 403."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ LOGIN = "/api/v2/authn/basic/login"
 STOP = {"value": "STOP"}
 
 
-@pytest.mark.parametrize("username", ["alice", "nobody"])
-def test_basicLogin_with_a_wrong_password_is_IncorrectPasswordError_400(alice, username):
+@pytest.mark.parametrize(
+    ("username", "code"), [("alice", "IncorrectPasswordError"), ("nobody", "NoUserError")]
+)
+def test_basicLogin_with_a_wrong_password_or_an_unknown_name_is_a_400(alice, username, code):
     response = APIClient().post(LOGIN, {"username": username, "password": "wrong-pw"})
-    assert (response.status_code, response.json()["code"]) == (400, "IncorrectPasswordError")
+    assert (response.status_code, response.json()["code"]) == (400, code)
 
 
 def test_basicLogin_under_rest_server_with_a_slash_answers_the_same(alice):

@@ -63,7 +63,7 @@ def test_a_wrong_password_is_refused_with_openpais_400(alice):
         "/api/v2/authn/basic/login", {"username": "alice", "password": "nope"}
     )
     assert (response.status_code, response.json()["code"]) == (400, "IncorrectPasswordError")
-    assert "wrong" in response.json()["message"]
+    assert response.json()["message"] == "Password is incorrect."
 
 
 def test_login_without_a_password_names_the_field(alice):
