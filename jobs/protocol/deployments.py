@@ -1,4 +1,11 @@
-"""Deployments (per-role pre/post commands) and defaults of a v2 job."""
+"""Deployments (per-role pre/post commands) and defaults of a v2 job.
+
+OpenPAI's checker (microsoft/pai ``src/rest-server/src/config/v2/protocol.js``) requires a
+deployment's ``name`` (in the pattern of a job's name) and ``taskRoles`` (at least one, each an
+object whose ``preCommands`` / ``postCommands`` are non-empty lists, as the published schema,
+microsoft/openpai-protocol ``schemas/v2/schema.yaml``, says too). A deployment's ``version`` is
+no field of either: it is kept as given (a number becomes the string written, as elsewhere).
+"""
 
 from __future__ import annotations
 
@@ -9,12 +16,13 @@ from jobs.protocol.checks import (
     unknown_keys,
     want_dict,
     want_list,
+    want_match,
     want_str,
     want_strings,
     without_nulls,
 )
 from jobs.protocol.errors import Issues, Where, show
-from jobs.protocol.prereqs import version_text
+from jobs.protocol.prereqs import NAME, version_text
 
 
 def object_or_empty(issues: Issues, path: Where, value: object) -> dict[str, Any]:
@@ -35,20 +43,21 @@ def check_deployments(
         spec = want_dict(issues, path, item)
         if spec is None:
             continue
-        spec = without_nulls(issues, path, spec, ("name", "version", "taskRoles"), ("name",))
+        spec = without_nulls(issues, path, spec, ("name", "taskRoles"), ("name", "taskRoles"))
         out = dict(spec)
         name = (
-            want_str(issues, (path, "name"), spec["name"], non_empty=True)
-            if given(spec, "name")
-            else None
+            want_match(issues, (path, "name"), spec["name"], NAME) if given(spec, "name") else None
         )
         if not given(spec, "name"):
             issues.add((path, "name"), "is required")
         elif name is not None and name in seen:
             issues.add((path, "name"), f"duplicate deployment name {show(name)}")
         seen.add(name or "")
-        if given(spec, "version"):
-            out["version"] = version_text(issues, (path, "version"), spec["version"], sources)
+        version = spec.get("version")
+        if isinstance(version, str | int | float) and not isinstance(version, bool):
+            out["version"] = version_text(issues, (path, "version"), version, sources)
+        if not given(spec, "taskRoles"):
+            issues.add((path, "taskRoles"), "is required")
         out["taskRoles"] = _deployment_roles(
             issues, (path, "taskRoles"), spec.get("taskRoles"), roles
         )
@@ -59,19 +68,26 @@ def check_deployments(
 def _deployment_roles(
     issues: Issues, path: Where, value: object, roles: set[str] | None
 ) -> dict[str, Any]:
-    entries = object_or_empty(issues, path, value)
+    if value is None:
+        return {}
+    entries = want_dict(issues, path, value)
+    if entries is None:
+        return {}
+    if not entries:
+        issues.add(path, "must name at least one task role")
     result: dict[str, Any] = {}
     for name, entry in entries.items():
         where = (path, name)
         if roles is not None and name not in roles:
             issues.add(where, f"no task role named {show(name)}")
-        spec = object_or_empty(issues, where, entry)
+        spec = want_dict(issues, where, entry) or {}
         unknown_keys(issues, where, spec, ("preCommands", "postCommands"))
         spec = without_nulls(issues, where, spec, ("preCommands", "postCommands"))
         result[name] = {}
         for key in ("preCommands", "postCommands"):
             if given(spec, key):
-                result[name][key] = want_strings(issues, (where, key), spec[key]) or []
+                commands = want_strings(issues, (where, key), spec[key], non_empty=True)
+                result[name][key] = commands or []
     return result
 
 

@@ -35,6 +35,11 @@ START_EVENTS = ("containerStart", "taskStarts")
 EXIT_EVENTS = ("containerExit", "taskSucceeds")
 EVENTS = (*START_EVENTS, *EXIT_EVENTS)
 POLICIES = ("ignore", "fail")
+# OpenPAI runs a data, script or output prerequisite with this plugin only ("only support
+# com.microsoft.pai.runtimeplugin.cmd for now": microsoft/pai
+# docs/manual/cluster-user/how-to-use-advanced-job-settings.md, "Use Prerequisites"); a
+# dockerimage is run by docker (seed 001: "default is ... docker (for dockerimage)").
+CMD_PLUGIN = "com.microsoft.pai.runtimeplugin.cmd"
 CALLBACK_KEYS = ("event", "commands", "failurePolicy")
 AUTH_KEYS = ("username", "password", "registryuri")
 KNOWN = (
@@ -114,6 +119,9 @@ def _check_one(
     for key in ("contributor", "description", "plugin"):
         if given(spec, key):
             want_str(issues, (path, key), spec[key])
+    plugin = spec.get("plugin")
+    if kind not in (None, "dockerimage") and isinstance(plugin, str) and plugin != CMD_PLUGIN:
+        issues.add((path, "plugin"), f"must be {CMD_PLUGIN} (the only plugin OpenPAI runs)")
     if kind == "dockerimage":  # OpenPAI's schema: no other key on a docker image
         unknown_keys(issues, path, spec, KNOWN)
     _check_uri(issues, path, spec, kind)
@@ -131,6 +139,8 @@ def _check_one(
     if given(spec, "failurePolicy"):
         want_one_of(issues, (path, "failurePolicy"), spec["failurePolicy"], POLICIES)
     if given(spec, "callbacks"):
+        if kind == "dockerimage":  # OpenPAI's checker: no other key on a docker image
+            issues.add((path, "callbacks"), "a dockerimage prerequisite has no callbacks")
         _check_callbacks(issues, (path, "callbacks"), spec["callbacks"])
     return out
 
@@ -165,7 +175,7 @@ def _check_callbacks(issues: Issues, path: Where, value: object) -> None:
         else:
             issues.add((item_path, "event"), "is required")
         if given(callback, "commands"):
-            want_strings(issues, (item_path, "commands"), callback["commands"], non_empty=True)
+            want_strings(issues, (item_path, "commands"), callback["commands"])
         else:
             issues.add((item_path, "commands"), "is required")
         if given(callback, "failurePolicy"):

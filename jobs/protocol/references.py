@@ -4,10 +4,16 @@ Grammar (whitespace inside the brackets is free): a root, then ``.key`` / ``[ind
 
 * ``$parameters`` / ``$secrets``: the job's objects (``<% $parameters %>`` alone is the JSON
   of the whole object).
-* ``$data`` / ``$output`` / ``$script`` / ``$dockerImage``: the prerequisite the task role
-  selects (``<% $data.uri[0] %>``, ``<% $script.version %>``); only in a task role's
-  commands and its deployment pre/post commands.
+* ``$data`` / ``$output`` / ``$script``: the prerequisite the task role selects
+  (``<% $data.uri[0] %>``, ``<% $script.version %>``); only in a task role's commands and
+  its deployment pre/post commands.
 * ``this.parameters``: the prerequisite whose callback holds the command (seed 001).
+
+A docker image's ``auth`` may name ``$secrets`` only (seed 000: "Scope of reference
+`$secrets`: ... all task roles and docker image's `auth` field", while ``$parameters`` "is
+shared among all task roles"; OpenPAI's rest-server renders auth with ``$secrets`` alone,
+microsoft/pai ``src/rest-server/src/middlewares/v2/protocol.js``). No other root exists: a
+``$dockerImage`` is none of seed 000's references, and OpenPAI renders it as nothing.
 
 A string renders as itself, null as "", booleans as true/false, lists and objects as JSON.
 ``[0]`` on a string URI is the string itself (a data prerequisite may give one URI).
@@ -28,7 +34,7 @@ _STEP = re.compile(r"\.([^.\[\]\s]+)|\[([0-9]+)\]")
 # The common case, a root and one key (``<% $data.name %>``): resolved without normalising.
 _SIMPLE = re.compile(r"\s*(\$[A-Za-z_]+|this\.parameters)\.([^.\[\]\s]+)\s*\Z")
 SELECTIONS = {"$data": "data", "$output": "output", "$script": "script"}
-_ROLE_ROOTS = (*SELECTIONS.items(), ("$dockerImage", "dockerImage"))  # (root, role's key)
+_ROLE_ROOTS = tuple(SELECTIONS.items())  # (root, role's key)
 
 
 UNCHECKED = object()  # a root whose value was invalid: references into it are not reported
@@ -87,9 +93,11 @@ def role_scope(
 def prerequisite_scope(job: dict[str, Any], prereq: dict[str, Any], *, auth: bool) -> Scope:
     """The scope of a prerequisite's callback commands (or, with ``auth``, its auth fields)."""
     scope = _base(job)
-    for root in [*SELECTIONS, "$dockerImage"]:
+    for root in SELECTIONS:
         scope.absent[root] = "only in a task role's commands"
     if auth:
+        del scope.roots["$parameters"]
+        scope.absent["$parameters"] = "a docker image's auth may name $secrets only"
         scope.absent["this.parameters"] = "only inside a prerequisite's callbacks"
     else:
         scope.roots["this.parameters"] = prereq

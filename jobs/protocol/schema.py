@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 from jobs.protocol.checks import C_IDENTIFIER
-from jobs.protocol.prereqs import AUTH_KEYS, EVENTS, KNOWN, NAME
+from jobs.protocol.prereqs import AUTH_KEYS, CMD_PLUGIN, EVENTS, KNOWN, NAME
 from jobs.protocol.v2 import V1_NAME, V1_ROLE
 
 _INT = {"type": "integer"}
@@ -34,7 +34,7 @@ def _object(properties: dict[str, Any], required: list[str] | None = None) -> di
 _CALLBACK = _object(
     {
         "event": {"enum": list(EVENTS)},
-        "commands": {**_STRINGS, "minItems": 1},
+        "commands": _STRINGS,
         "failurePolicy": {"enum": ["ignore", "fail"]},
     },
     ["event", "commands"],
@@ -77,7 +77,11 @@ _PREREQUISITE: dict[str, Any] = {
         },
         {
             "if": {"properties": {"type": {"not": {"const": "dockerimage"}}}},
-            "then": {"not": {"required": ["auth"]}},
+            "then": {
+                "not": {"required": ["auth"]},
+                "properties": {"plugin": {"const": CMD_PLUGIN}},
+            },
+            "else": {"not": {"required": ["callbacks"]}},
         },
     ],
 }
@@ -118,14 +122,16 @@ _TASK_ROLE = _object(
     ["resourcePerInstance", "commands"],
 )
 
+_COMMANDS = {**_STRINGS, "minItems": 1}
 _DEPLOYMENT: dict[str, Any] = {
     "type": "object",
-    "required": ["name"],
+    "required": ["name", "taskRoles"],
     "properties": {
-        "name": {"type": "string", "minLength": 1},
+        "name": {"type": "string", "pattern": NAME.pattern},
         "taskRoles": {
             "type": "object",
-            "additionalProperties": _object({"preCommands": _STRINGS, "postCommands": _STRINGS}),
+            "minProperties": 1,
+            "additionalProperties": _object({"preCommands": _COMMANDS, "postCommands": _COMMANDS}),
         },
     },
 }

@@ -62,7 +62,7 @@ CASES = [
     ("callback_event_unknown", "prerequisites[1].callbacks[0].event", "start", "prerequisites[1].callbacks[0].event", 'must be one of containerStart, taskStarts, containerExit, taskSucceeds; got "start"'),
     ("callback_without_commands", "prerequisites[1].callbacks[0].commands", DELETE, "prerequisites[1].callbacks[0].commands", "is required"),
     ("failure_policy_unknown", "prerequisites[1].failurePolicy", "retry", "prerequisites[1].failurePolicy", 'must be one of ignore, fail; got "retry"'),
-    ("deployment_name_repeated", "deployments", [{"name": "prod"}, {"name": "prod"}], "deployments[1].name", 'duplicate deployment name "prod"'),
+    ("deployment_name_repeated", "deployments", [{"name": "prod", "taskRoles": {"worker": {}}}, {"name": "prod", "taskRoles": {"worker": {}}}], "deployments[1].name", 'duplicate deployment name "prod"'),
     ("deployment_role_unknown", "deployments[0].taskRoles.ps", {}, "deployments[0].taskRoles.ps", 'no task role named "ps"'),
     ("pre_commands_a_string", "deployments[0].taskRoles.worker.preCommands", "x", "deployments[0].taskRoles.worker.preCommands", 'must be a list of strings, got "x"'),
     ("default_deployment_unknown", "defaults.deployment", "dev", "defaults.deployment", 'no deployment named "dev"'),
