@@ -1,4 +1,6 @@
-"""The job list: filters, sorting and a pager that never counts (``limit + 1`` rows a page)."""
+"""The job list: filters, sorting and a pager (``limit + 1`` rows a page) with a total counted
+up to ``COUNT_CAP`` (issue 28): a count of every matching job was the one cost of the list that
+grew with the table, so past the cap the pager says "more than 10,000"."""
 
 from __future__ import annotations
 
@@ -181,12 +183,16 @@ def row_html(row: Row) -> SafeString:
     return mark_safe(ROW.format(row.id, box, name, *cells, reason))  # noqa: S308 (escaped above)
 
 
+COUNT_CAP = 10_000
+
+
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
     f = filters_of(request)
     start = (f.page - 1) * f.size
     checked, refused = job_filter(request, f)
     rows = list(checked.ordered().values(*LIST_FIELDS)[start : start + f.size + 1])
+    total = checked.qs.order_by().values("id")[: COUNT_CAP + 1].count()
     path = reverse("jobs:list")
     shown = rows[: f.size]
     context = {
@@ -195,6 +201,9 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "live_ids": [row["id"] for row in shown if row["state"] not in FINAL_JOB_STATES],
         "f": f,
         "has_next": len(rows) > f.size,
+        "shown_from": start + 1 if shown else 0,
+        "shown_to": start + len(shown),
+        "total": f"more than {COUNT_CAP:,}" if total > COUNT_CAP else f"{total:,}",
         "next_url": query(f, page=f.page + 1),
         "prev_url": query(f, page=f.page - 1) if f.page > 1 else "",
         "columns": [

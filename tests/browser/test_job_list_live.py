@@ -95,3 +95,20 @@ def test_the_list_reads_its_rows_again_once_its_socket_listens(portal_url, brows
     page.route_web_socket("**/ws/jobs/?ids=*", stopped_then_subscribed)
     page.reload()  # rendered RUNNING; the job ends before its socket subscribes
     row.locator(".state", has_text="STOPPED").wait_for(timeout=10_000)
+
+
+def test_times_read_relative_with_the_absolute_time_on_hover(portal_url, browser_page, alice):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    job = lifecycle.submit(alice, hello_job("earlier"))
+    Job.objects.filter(id=job.id).update(created_at=timezone.now() - timedelta(minutes=42))
+    page = browser_page
+    log_in(page, portal_url, "alice", "alice-secret-pw")
+    submitted = page.locator(f"#job-{job.id} time")
+    assert submitted.inner_text() == "42 min ago"
+    absolute = submitted.get_attribute("title")
+    assert absolute and absolute.startswith(str(timezone.localtime().year)) and ":" in absolute
+    page.goto(f"{portal_url}/jobs/alice~earlier/")
+    assert page.locator("#live time").first.inner_text() == "42 min ago"

@@ -1,4 +1,4 @@
-"""The job list: columns, filters, sorting, a pager without COUNT, stopping several jobs."""
+"""The job list: columns, filters, sorting, a pager with a capped count, stopping several jobs."""
 
 from __future__ import annotations
 
@@ -76,15 +76,23 @@ def test_every_sort_key_answers(alice, sort):
     assert client_for(alice).get(f"/jobs/?sort={sort}").status_code == 200
 
 
-def test_pages_go_on_without_counting(alice):
+def test_the_pager_counts_the_matching_jobs_up_to_a_cap(alice, monkeypatch):
+    from jobs.views import listing
+
     submit_many(alice, 30)
     web = client_for(alice)
     with CaptureQueriesContext(connection) as queries:
         first = web.get("/jobs/").content.decode()
-    assert not any("COUNT(" in q["sql"].upper() for q in queries.captured_queries)
+    counts = [q["sql"] for q in queries.captured_queries if "COUNT(" in q["sql"].upper()]
+    assert len(counts) == 1 and "LIMIT 10001" in counts[0].upper()  # never every row
     assert "job029" in first and "job004" not in first and 'rel="next"' in first
+    assert '<span id="pager-count">1–25 of 30 · page 1</span>' in first
     second = web.get("/jobs/?page=2").content.decode()
     assert "job004" in second and "job029" not in second and 'rel="next"' not in second
+    assert "26–30 of 30" in second
+    assert "1–1 of 1 " in web.get("/jobs/?q=job007").content.decode()
+    monkeypatch.setattr(listing, "COUNT_CAP", 20)
+    assert "1–25 of more than 20 " in web.get("/jobs/").content.decode()
 
 
 def test_the_number_of_queries_does_not_grow_with_the_page_size(alice):
