@@ -30,6 +30,7 @@ from jobs.plugins import uses_ssh
 from jobs.protocol import render_registry_auth, secret_masker
 from jobs.runtime import JobContext, bootstrap_script, task_environment, task_files
 from jobs.runtime.context import context_for
+from jobs.runtime.env import container_id
 from jobs.states import JobState, TaskState
 
 log = logging.getLogger(__name__)
@@ -217,7 +218,8 @@ def launch_one(
     backend: Backend, task: Task, ctx: JobContext, placements: dict[tuple[str, int], Placement]
 ) -> str:
     job = task.attempt.job
-    env = task_environment(ctx, placements, task.role, task.index)
+    container = container_id(task.attempt.key, task.role, task.index, task.retries)
+    env = task_environment(ctx, placements, task.role, task.index, container)
     spec = job.protocol["taskRoles"][task.role]
     resources = spec["resourcePerInstance"]
     return backend.launch(

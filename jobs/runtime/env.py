@@ -1,14 +1,38 @@
 """The environment of each task: seed 002's ``PAI_*`` names, the OpenPAI runtime's, and for
 v1 jobs seed 003's ``QIZHI_*`` aliases, the v1 directories and ``jobEnvs``.
 
-OpenPAI's names are those its rest-server (``runtime-env.js``, ``k8s.js``) and its runtime
-(``framework_parser.py``) set, with their values: ``PAI_JOB_NAME`` and ``PAI_FRAMEWORK_NAME``
-are ``user~job`` (v1 jobs keep seed 002's bare ``jobName`` in ``PAI_JOB_NAME``); a task's main
-port (``PAI_CURRENT_CONTAINER_PORT``, ``PAI_CONTAINER_HOST_PORT``, the host lists) is its
-``http`` port, as OpenPAI's, else its first one. Where OpenPAI differs from the seeds the seeds
-win: ``PAI_RESOURCE_*`` ends with the 64 MB ``shmMB`` default, role names keep their ``_``
+OpenPAI's names are those its rest-server (``runtime-env.js``, ``k8s.js``, and for the older
+names ``templates/yarnContainerScript.mustache``) and its runtime (``framework_parser.py``) set,
+with their values: ``PAI_JOB_NAME`` and ``PAI_FRAMEWORK_NAME`` are ``user~job`` (v1 jobs keep
+seed 002's bare ``jobName`` in ``PAI_JOB_NAME``); a task's main port
+(``PAI_CURRENT_CONTAINER_PORT``, ``PAI_CONTAINER_HOST_PORT``, the host lists) is its ``http``
+port, as OpenPAI's, else its first one. Where OpenPAI differs from the seeds the seeds win:
+``PAI_RESOURCE_*`` and ``PAI_RESOURCE`` end with seed 002's 64 MB ``shmMB`` default where a role
+sets none (``runtime-env.js`` gives 0, a v2 job on yarn 512), role names keep their ``_``
 (``taskrole_1``, which OpenPAI's runtime turns into ``taskrole1``). ``PAI_DEFAULT_FS_URI`` is
-where the job's first storage (``teamwise_storage``) is seen inside the task, "" without one.
+always set: where the job's first storage (``teamwise_storage``) is seen inside the task, else
+"" (``runtime-env.js`` sets it "" on Kubernetes; yarn gave its HDFS URI).
+
+The yarn script's names for the current task, which OpenPAI's SDKs and examples still read:
+``PAI_TASK_ROLE_NAME``, ``PAI_TASK_ROLE_NUM`` (the role's instances), ``PAI_TASK_CPU_NUM``,
+``PAI_TASK_MEM_MB``, ``PAI_TASK_GPU_NUM``, ``PAI_RESOURCE`` (``gpu,cpu,memoryMB,shmMB`` of its
+role) and ``PAI_TASK_ROLE_INDEX``. That last one is the index of the task *within its role*:
+OpenPAI's docs disagree (a kube-runtime design doc calls it the index of the role), but the
+code sets ``PAI_TASK_ROLE_INDEX=$TASK_INDEX`` (yarnContainerScript.mustache) and its readers
+use it so (paipdb builds ``PAI_HOST_IP_<role>_<PAI_TASK_ROLE_INDEX>``). Per role,
+``PAI_MIN_FAILED_INSTANCE_<role>`` / ``PAI_MIN_SUCCEEDED_INSTANCE_<role>`` are the rest-lite
+design's names for ``minFailedInstances`` / ``minSucceededInstances`` (the values of
+``PAI_MIN_*_TASK_COUNT_<role>``). ``PAI_DATA_DIR``, ``PAI_OUTPUT_DIR`` and ``PAI_CODE_DIR`` are
+a v1 job's directories and "" in a v2 job (``yarn.js`` renders the yarn script for v2 jobs with
+no ``dataDir``/``outputDir``/``codeDir``).
+
+``PAI_CONTAINER_ID`` names the task's container (yarn: its ``CONTAINER_ID``); openpaisdk's
+``in_job_container()`` reads a non-empty one as "inside a job". Here it is the attempt's key,
+the role, the index and ``-r<retry>`` after a retry (``container_id``): unique to each run of
+each task and the same when a launch is repeated. ``PAI_AMD_VISIBLE_DEVICES`` is where OpenPAI
+(``k8s.js``, with HiveD) lists a task's AMD GPUs for job-exporter; the backends here hand out
+NVIDIA GPUs only (``NVIDIA_VISIBLE_DEVICES`` / ``CUDA_VISIBLE_DEVICES`` are the backend's), so
+a task has no AMD GPU and it is "".
 
 ``PAI_WORK_DIR`` is set by the bootstrap script itself (it is the task's working directory).
 """
@@ -63,13 +87,30 @@ def shm_mb(spec: dict[str, Any]) -> int:
     return value
 
 
+def resource(spec: dict[str, Any]) -> str:
+    """A role's ``gpu,cpu,memoryMB,shmMB`` (``PAI_RESOURCE_<role>``, ``PAI_RESOURCE``)."""
+    res = spec["resourcePerInstance"]
+    return f"{res['gpu']},{res['cpu']},{res['memoryMB']},{shm_mb(spec)}"
+
+
 def is_v1(protocol: dict[str, Any]) -> bool:
     return isinstance(protocol.get("extras", {}).get("v1"), dict)
 
 
+def container_id(attempt_key: str, role: str, index: int, retry: int = 0) -> str:
+    """``PAI_CONTAINER_ID`` of one run of a task: unique per attempt, task and retry."""
+    return f"{attempt_key}-{role}-{index}" + (f"-r{retry}" if retry else "")
+
+
 def task_environment(
-    ctx: JobContext, placements: dict[TaskKey, Placement], role: str, index: int
+    ctx: JobContext,
+    placements: dict[TaskKey, Placement],
+    role: str,
+    index: int,
+    container: str = "",
 ) -> dict[str, str]:
+    """The variables of task ``role``/``index``; ``container`` is its ``PAI_CONTAINER_ID``
+    (``container_id``), else one made from the job's name (for callers without an attempt)."""
     roles: dict[str, Any] = ctx.protocol["taskRoles"]
     spec = roles[role]
     resources = spec["resourcePerInstance"]
@@ -107,6 +148,16 @@ def task_environment(
         "PAI_CURRENT_TASK_ROLE_SHM_MB": str(shm_mb(spec)),
         "PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT": str(completion["minFailedInstances"]),
         "PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT": str(completion["minSucceededInstances"]),
+        # the yarn script's names for the same (yarnContainerScript.mustache)
+        "PAI_TASK_ROLE_NAME": role,
+        "PAI_TASK_ROLE_INDEX": str(index),  # within the role (see the module's docstring)
+        "PAI_TASK_ROLE_NUM": str(spec["instances"]),
+        "PAI_TASK_CPU_NUM": str(resources["cpu"]),
+        "PAI_TASK_MEM_MB": str(resources["memoryMB"]),
+        "PAI_TASK_GPU_NUM": str(resources["gpu"]),
+        "PAI_RESOURCE": resource(spec),
+        "PAI_CONTAINER_ID": container or container_id(framework_name, role, index),
+        "PAI_AMD_VISIBLE_DEVICES": "",  # no backend here hands out AMD GPUs
         "PAI_CURRENT_CONTAINER_IP": mine.ip,
         "PAI_CURRENT_CONTAINER_PORT": main_port(mine),
         "PAI_CONTAINER_HOST_IP": mine.ip,
@@ -116,17 +167,22 @@ def task_environment(
         ),
         "PAI_CONTAINER_SSH_PORT": str(mine.ports["ssh"][0]) if mine.ports.get("ssh") else "",
         "PAI_KILL_ALL_ON_COMPLETED_TASK_NUM": str(kill_all_number(ctx.protocol)),
+        # v1 jobs' directories (v1_environment); a v2 job has none, as on OpenPAI (yarn.js)
+        "PAI_DATA_DIR": "",
+        "PAI_OUTPUT_DIR": "",
+        "PAI_CODE_DIR": "",
     }
     for label, ports in mine.ports.items():
         env[f"PAI_CONTAINER_HOST_{env_name(label)}_PORT_LIST"] = ",".join(map(str, ports))
     for name, other in roles.items():
         key = env_name(name)
-        res = other["resourcePerInstance"]
         ends = other["completion"]
         env[f"PAI_TASK_ROLE_TASK_COUNT_{key}"] = str(other["instances"])
-        env[f"PAI_RESOURCE_{key}"] = f"{res['gpu']},{res['cpu']},{res['memoryMB']},{shm_mb(other)}"
+        env[f"PAI_RESOURCE_{key}"] = resource(other)
         env[f"PAI_MIN_FAILED_TASK_COUNT_{key}"] = str(ends["minFailedInstances"])
         env[f"PAI_MIN_SUCCEEDED_TASK_COUNT_{key}"] = str(ends["minSucceededInstances"])
+        env[f"PAI_MIN_FAILED_INSTANCE_{key}"] = str(ends["minFailedInstances"])
+        env[f"PAI_MIN_SUCCEEDED_INSTANCE_{key}"] = str(ends["minSucceededInstances"])
         hosts = []
         for i in range(other["instances"]):
             placement = placements[(name, i)]

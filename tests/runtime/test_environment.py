@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from clusters.backends.base import Placement
 from clusters.models import Storage
 from jobs import lifecycle
 from jobs.models import Task
+from jobs.runtime import JobContext, task_environment
+from jobs.runtime.env import container_id
 from jobs.states import JobState
 from tests.jobs.helpers import env_of, settle
 from tests.jobs.samples import v1_job
@@ -51,12 +55,14 @@ def expected_environment(
     tasks: dict[str, Task], task: Task, storages: Path, work: Path
 ) -> dict[str, str]:
     """Every ``PAI_*`` variable the task must see, with its value: OpenPAI's rest-server
-    (``runtime-env.js``, ``k8s.js``) and runtime (``framework_parser.py``) names, seed 002's."""
+    (``runtime-env.js``, ``k8s.js``, ``yarnContainerScript.mustache``) and runtime
+    (``framework_parser.py``) names, seed 002's."""
     t0, t1, ps = tasks["taskrole_1-0"], tasks["taskrole_1-1"], tasks["ps-0"]
     role_spec = {
         "taskrole_1": {"cpu": "1", "mem": "128", "shm": "64", "count": "2", "fail": "2"},
         "ps": {"cpu": "2", "mem": "256", "shm": "32", "count": "1", "fail": "1"},
     }[task.role]
+    resource = {"taskrole_1": "0,1,128,64", "ps": "0,2,256,32"}
     main_port = str(task.ports["http"][0])
     env = {
         # Job level
@@ -72,6 +78,9 @@ def expected_environment(
         "PAI_KILL_ALL_ON_COMPLETED_TASK_NUM": "0",
         "PAI_STORAGE_share": str(storages / "share"),
         "PAI_STORAGE_scratch": str(storages / "scratch"),
+        "PAI_DATA_DIR": "",  # v1 jobs' directories: none in a v2 job (OpenPAI's yarn.js)
+        "PAI_OUTPUT_DIR": "",
+        "PAI_CODE_DIR": "",
         # Task role level
         "PAI_TASK_ROLE_COUNT": "2",
         "PAI_TASK_ROLES_NUM": "2",
@@ -81,12 +90,16 @@ def expected_environment(
         "PAI_TASK_ROLE_INSTANCES": "taskrole_1:0,taskrole_1:1,ps:0",
         "PAI_TASK_ROLE_TASK_COUNT_taskrole_1": "2",
         "PAI_TASK_ROLE_TASK_COUNT_ps": "1",
-        "PAI_RESOURCE_taskrole_1": "0,1,128,64",
-        "PAI_RESOURCE_ps": "0,2,256,32",
+        "PAI_RESOURCE_taskrole_1": resource["taskrole_1"],
+        "PAI_RESOURCE_ps": resource["ps"],
         "PAI_MIN_FAILED_TASK_COUNT_taskrole_1": "2",
         "PAI_MIN_SUCCEEDED_TASK_COUNT_taskrole_1": "2",
         "PAI_MIN_FAILED_TASK_COUNT_ps": "1",
         "PAI_MIN_SUCCEEDED_TASK_COUNT_ps": "1",
+        "PAI_MIN_FAILED_INSTANCE_taskrole_1": "2",  # the rest-lite design's names
+        "PAI_MIN_SUCCEEDED_INSTANCE_taskrole_1": "2",
+        "PAI_MIN_FAILED_INSTANCE_ps": "1",
+        "PAI_MIN_SUCCEEDED_INSTANCE_ps": "1",
         "PAI_TASK_ROLE_taskrole_1_HOST_LIST": f"{t0.ip}:{t0.ports['http'][0]},"
         f"{t1.ip}:{t1.ports['http'][0]}",
         "PAI_TASK_ROLE_ps_HOST_LIST": f"{ps.ip}:{ps.ports['http'][0]}",
@@ -101,6 +114,16 @@ def expected_environment(
         "PAI_CURRENT_TASK_ROLE_GPU_COUNT": "0",
         "PAI_CURRENT_TASK_ROLE_MIN_FAILED_TASK_COUNT": role_spec["fail"],
         "PAI_CURRENT_TASK_ROLE_MIN_SUCCEEDED_TASK_COUNT": role_spec["count"],
+        # The yarn script's names (yarnContainerScript.mustache)
+        "PAI_TASK_ROLE_NAME": task.role,
+        "PAI_TASK_ROLE_INDEX": str(task.index),  # the task's index within its role
+        "PAI_TASK_ROLE_NUM": role_spec["count"],
+        "PAI_TASK_CPU_NUM": role_spec["cpu"],
+        "PAI_TASK_MEM_MB": role_spec["mem"],
+        "PAI_TASK_GPU_NUM": "0",
+        "PAI_RESOURCE": resource[task.role],
+        "PAI_CONTAINER_ID": f"{task.attempt.key}-{task.role}-{task.index}",
+        "PAI_AMD_VISIBLE_DEVICES": "",  # no AMD GPUs on these backends
         "PAI_CURRENT_CONTAINER_IP": task.ip,
         "PAI_CURRENT_CONTAINER_PORT": main_port,
         "PAI_CONTAINER_HOST_IP": task.ip,
@@ -133,6 +156,7 @@ def test_a_two_role_job_sees_every_variable(alice, backend, tmp_path):
         printed = env_of(backend.read_log(task.backend_ref, "stdout").decode())
         seen = {name: value for name, value in printed.items() if name.startswith("PAI_")}
         assert seen == expected_environment(tasks, task, tmp_path, backend.root), task
+        assert len(seen) >= 53  # every name OpenPAI's components set (issue 29 counted 53)
         assert printed["LEARNING_RATE"] == "0.1"
         assert printed["isDebug"] == "false"
         assert not any(name.startswith("QIZHI_") for name in printed)  # v1 jobs only
@@ -173,6 +197,20 @@ def test_a_v1_job_also_sees_the_qizhi_names_and_its_directories(alice, backend):
         "PAI_USERNAME": "alice",
         "PAI_TASK_INDEX": "0",
         "PAI_TASK_ROLE_INSTANCES": "taskrole_1:0",
+        "PAI_DEFAULT_FS_URI": "",  # set, empty without a storage (runtime-env.js)
+        "PAI_TASK_ROLE_NAME": "taskrole_1",
+        "QIZHI_TASK_ROLE_NAME": "taskrole_1",
+        "PAI_TASK_ROLE_INDEX": "0",
+        "PAI_TASK_ROLE_NUM": "1",
+        "PAI_TASK_CPU_NUM": "1",
+        "PAI_TASK_MEM_MB": "128",
+        "PAI_TASK_GPU_NUM": "0",
+        "PAI_RESOURCE": "0,1,128,64",
+        "PAI_MIN_FAILED_INSTANCE_taskrole_1": "1",
+        "PAI_MIN_SUCCEEDED_INSTANCE_taskrole_1": "1",
+        "PAI_CONTAINER_ID": f"{task.attempt.key}-taskrole_1-0",
+        "QIZHI_CONTAINER_ID": f"{task.attempt.key}-taskrole_1-0",
+        "PAI_AMD_VISIBLE_DEVICES": "",
         "PAI_CURRENT_CONTAINER_IP": task.ip,
         "PAI_CURRENT_CONTAINER_PORT": http,
         "PAI_taskrole_1_0_http_PORT": http,
@@ -266,6 +304,150 @@ def test_a_v1_job_writes_under_its_first_storage_by_default(alice, backend, tmp_
     }.items():
         assert env.get(name) == value, name
     assert (results / "Output" / "env_v1_fs" / "model.txt").read_text() == "done\n"
+
+
+def pure_environment(role: str, index: int, **kwargs: Any) -> dict[str, str]:
+    """``task_environment`` of a job of two roles (``taskrole_1`` x2 with no shmMB, ``ps`` x1
+    with 1 GPU and shmMB 32) under attempt ``k7``, without running it."""
+    roles = {
+        "taskrole_1": {
+            "instances": 2,
+            "completion": {"minFailedInstances": 2, "minSucceededInstances": 1},
+            "resourcePerInstance": {"cpu": 3, "memoryMB": 1024, "gpu": 0, "ports": {}},
+        },
+        "ps": {
+            "instances": 1,
+            "completion": {"minFailedInstances": 1, "minSucceededInstances": -1},
+            "extraContainerOptions": {"shmMB": 32},
+            "resourcePerInstance": {"cpu": 2, "memoryMB": 512, "gpu": 1, "ports": {}},
+        },
+    }
+    protocol = {"name": "pure", "taskRoles": roles, "extras": kwargs.pop("extras", {})}
+    placements = {
+        ("taskrole_1", 0): Placement("10.0.0.1", {}),
+        ("taskrole_1", 1): Placement("10.0.0.2", {}),
+        ("ps", 0): Placement("10.0.0.3", {}),
+    }
+    ctx = JobContext("alice", "pure", "default", protocol, **kwargs)
+    return task_environment(ctx, placements, role, index, container_id("k7", role, index))
+
+
+def test_the_yarn_scripts_current_task_names_hold_openpais_values():
+    """yarnContainerScript.mustache: PAI_TASK_ROLE_NAME/NUM, PAI_TASK_CPU_NUM/MEM_MB/GPU_NUM and
+    PAI_RESOURCE (``gpu,cpu,memoryMB,shmMB``) describe the current task's role."""
+    ps = pure_environment("ps", 0)
+    for name, value in {
+        "PAI_TASK_ROLE_NAME": "ps",
+        "PAI_TASK_ROLE_NUM": "1",
+        "PAI_TASK_CPU_NUM": "2",
+        "PAI_TASK_MEM_MB": "512",
+        "PAI_TASK_GPU_NUM": "1",
+        "PAI_RESOURCE": "1,2,512,32",
+    }.items():
+        assert ps.get(name) == value, name
+    worker = pure_environment("taskrole_1", 1)
+    assert (worker["PAI_TASK_ROLE_NAME"], worker["PAI_TASK_ROLE_NUM"]) == ("taskrole_1", "2")
+    assert (worker["PAI_TASK_CPU_NUM"], worker["PAI_TASK_MEM_MB"]) == ("3", "1024")
+    # Seed 002's shmMB default (64) where the role sets none; OpenPAI's runtime-env.js gives 0.
+    assert worker["PAI_RESOURCE"] == worker["PAI_RESOURCE_taskrole_1"] == "0,3,1024,64"
+
+
+def test_pai_task_role_index_is_the_tasks_index_within_its_role_as_openpais_yarn_script_sets():
+    """``PAI_TASK_ROLE_INDEX=$TASK_INDEX`` (yarnContainerScript.mustache), read so by paipdb
+    (``PAI_HOST_IP_<role>_<PAI_TASK_ROLE_INDEX>``), not the role's place in the job."""
+    assert pure_environment("taskrole_1", 1)["PAI_TASK_ROLE_INDEX"] == "1"
+    ps = pure_environment("ps", 0)  # the second role (role index 1), its first task
+    assert ps["PAI_TASK_ROLE_INDEX"] == "0"
+    assert ps[f"PAI_HOST_IP_ps_{ps['PAI_TASK_ROLE_INDEX']}"] == "10.0.0.3"
+
+
+def test_min_failed_and_succeeded_instance_per_role_mirror_the_completion_policy():
+    """The rest-lite design's ``PAI_MIN_FAILED_INSTANCE_<role>`` /
+    ``PAI_MIN_SUCCEEDED_INSTANCE_<role>``: the role's minFailed/minSucceeded instances."""
+    env = pure_environment("ps", 0)
+    assert env["PAI_MIN_FAILED_INSTANCE_taskrole_1"] == "2"
+    assert env["PAI_MIN_SUCCEEDED_INSTANCE_taskrole_1"] == "1"
+    assert env["PAI_MIN_FAILED_INSTANCE_ps"] == env["PAI_MIN_FAILED_TASK_COUNT_ps"] == "1"
+    assert env["PAI_MIN_SUCCEEDED_INSTANCE_ps"] == env["PAI_MIN_SUCCEEDED_TASK_COUNT_ps"] == "-1"
+
+
+def test_pai_container_id_is_set_for_openpaisdks_in_job_container_and_unique_per_run():
+    """openpaisdk's ``in_job_container()`` tests a non-empty ``PAI_CONTAINER_ID``; yarn gave
+    each container its own. Here: one per attempt, task and retry, the same for a repeat."""
+    assert pure_environment("taskrole_1", 1)["PAI_CONTAINER_ID"] == "k7-taskrole_1-1"
+    ids = {
+        container_id("k7", "taskrole_1", 0),
+        container_id("k7", "taskrole_1", 1),
+        container_id("k7", "ps", 0),
+        container_id("k7", "ps", 0, retry=1),
+        container_id("k8", "ps", 0),
+    }
+    assert len(ids) == 5 and all(ids)
+    assert container_id("k7", "ps", 0, 1) == container_id("k7", "ps", 0, 1) == "k7-ps-0-r1"
+
+
+def test_pai_container_id_is_never_empty_even_without_an_attempt():
+    role = {
+        "instances": 1,
+        "completion": {"minFailedInstances": 1, "minSucceededInstances": 1},
+        "resourcePerInstance": {"cpu": 1, "memoryMB": 64, "gpu": 0},
+    }
+    ctx = JobContext("alice", "j", "default", {"taskRoles": {"r": role}, "extras": {}})
+    env = task_environment(ctx, {("r", 0): Placement("10.0.0.9", {})}, "r", 0)
+    assert env["PAI_CONTAINER_ID"] == "alice~j-r-0"
+
+
+def test_pai_amd_visible_devices_is_empty_as_no_backend_gives_amd_gpus():
+    """OpenPAI (k8s.js, HiveD) lists a task's AMD GPUs there for job-exporter, which reads an
+    empty value as none; the backends here give NVIDIA GPUs only, even to a GPU task."""
+    assert pure_environment("taskrole_1", 0)["PAI_AMD_VISIBLE_DEVICES"] == ""
+    assert pure_environment("ps", 0)["PAI_AMD_VISIBLE_DEVICES"] == ""  # 1 (NVIDIA) GPU
+
+
+def test_pai_default_fs_uri_is_always_set_empty_without_storage_as_openpais_runtime_env():
+    """runtime-env.js sets ``PAI_DEFAULT_FS_URI: ''``; a job with a storage gets its place."""
+    env = pure_environment("ps", 0)
+    assert env.get("PAI_DEFAULT_FS_URI") == ""
+    stored = pure_environment("ps", 0, storages={"share": "/mnt/share", "b": "/mnt/b"})
+    assert stored["PAI_DEFAULT_FS_URI"] == "/mnt/share"
+
+
+def test_v2_jobs_see_the_v1_directories_empty_as_openpai_renders_them():
+    """yarn.js renders a v2 job's yarn script with no dataDir/outputDir/codeDir: the names are
+    set and empty; a v1 job's are its own (and seed 002's default outputDir)."""
+    env = pure_environment("ps", 0)
+    assert [env.get(f"PAI_{d}_DIR") for d in ("DATA", "OUTPUT", "CODE")] == ["", "", ""]
+    v1 = pure_environment("ps", 0, extras={"v1": {"dataDir": "/d", "codeDir": "/c"}})
+    assert (v1["PAI_DATA_DIR"], v1["PAI_CODE_DIR"]) == ("/d", "/c")
+    assert v1["PAI_OUTPUT_DIR"] == v1["QIZHI_OUTPUT_DIR"] == "/Output/pure"
+
+
+def test_a_retried_task_runs_under_a_new_container_id(alice, backend, shared):
+    """Each run of a task is a container of its own (yarn's CONTAINER_ID): the retry's
+    ``PAI_CONTAINER_ID`` is not the first run's."""
+    record = shared / "ids"
+    job_text = textwrap.dedent(f"""\
+        protocolVersion: 2
+        name: env_retry
+        type: job
+        prerequisites: [{{name: img, type: dockerimage, uri: python}}]
+        taskRoles:
+          main:
+            taskRetryCount: 1
+            dockerImage: img
+            resourcePerInstance: {{cpu: 1, memoryMB: 128, gpu: 0}}
+            commands:
+              - echo "$PAI_CONTAINER_ID" >> "{record}"
+              - if [ -f "{record}.again" ]; then exit 0; fi
+              - touch "{record}.again"
+              - exit 1
+        """)
+    job = settle(backend, lifecycle.submit(alice, job_text))
+    assert job.state == JobState.SUCCEEDED
+    task = Task.objects.get(attempt__job=job)
+    assert task.retries == 1
+    key = task.attempt.key
+    assert record.read_text().splitlines() == [f"{key}-main-0", f"{key}-main-0-r1"]
 
 
 # A job of our own written the way OpenPAI's distributed PyTorch and Horovod examples are: the

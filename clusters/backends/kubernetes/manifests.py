@@ -262,7 +262,7 @@ def pod(task: TaskLaunch, host: str, uid: str, options: K8sOptions) -> Manifest:
         for numbers in task.placement.ports.values()
         for port in numbers
     ]
-    env = [{"name": "PAI_CONTAINER_ID", "value": name}]
+    env = []  # the task's own variables (PAI_CONTAINER_ID too) come with its bootstrap script
     if task.files:
         env.append({"name": "PAI_FILES_DIR", "value": FILES_DIR})
     storage_vols, storage_mounts = storage_volumes(task, options)
