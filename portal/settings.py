@@ -176,6 +176,15 @@ SCHEDULER_LATE_SECONDS = env_float(
 )
 # How often an open page asks again whether the scheduler runs (portal.scheduler_status).
 SCHEDULER_CHECK_SECONDS = env_float("SCHEDULER_CHECK_SECONDS", 10.0, minimum=0.5)
+# GET /metrics (portal.metrics), for Prometheus: only clients in METRICS_ALLOWED_NETWORKS
+# (CIDRs; the address daphne sees) and, when METRICS_TOKEN is set, that send it as a Bearer.
+METRICS_TOKEN = env_secret("METRICS_TOKEN", "")
+METRICS_ALLOWED_NETWORKS = env_list("METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
+for _network in METRICS_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(f"METRICS_ALLOWED_NETWORKS: {_exc}") from None
 
 # Every open WebSocket waits for its messages in a blocking BZPOPMIN of up to 5 s
 # (channels_redis's brpop_timeout). Under redis-py 8's 5 s default read timeout that wait ends

@@ -16,6 +16,7 @@ from portal.accounts.api import (
 )
 from portal.apidocs import ApiDocsView
 from portal.favicon import favicon
+from portal.metrics import metrics
 from portal.scheduler_status import scheduler_status
 
 api_auth = [
@@ -34,6 +35,7 @@ urlpatterns = [
     path("", portal.views.home, name="home"),
     path("favicon.ico", favicon, name="favicon"),
     path("scheduler-status", scheduler_status, name="scheduler-status"),
+    path("metrics", metrics, name="metrics"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
