@@ -1,10 +1,11 @@
 from django.urls import path
 
-from clusters.views import manage, pages
+from clusters.views import cluster, manage, pages
 
 app_name = "clusters"
 
 urlpatterns = [
+    path("cluster/", cluster.cluster, name="cluster"),
     path("virtual-clusters/", pages.vc_list, name="list"),
     path("virtual-clusters/<str:name>/", pages.vc_detail, name="detail"),
     path("manage/virtual-clusters/", manage.vc_list, name="manage-list"),

@@ -27,6 +27,7 @@ def pages(portal_url: str) -> list[str]:
         f"{job_page}logs/1/trainer-0/stdout/view/",
         f"{portal_url}/jobs/submit/",
         f"{portal_url}/virtual-clusters/",
+        f"{portal_url}/cluster/",
         f"{portal_url}/virtual-clusters/default/",
         f"{portal_url}/manage/virtual-clusters/",
         f"{portal_url}/manage/virtual-clusters/default/",

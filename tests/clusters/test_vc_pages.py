@@ -264,3 +264,10 @@ def test_the_vc_form_lists_groups_as_checkboxes_once_there_are_some(client, admi
     body = client.get("/manage/virtual-clusters/new/").content.decode()
     assert 'type="checkbox" name="groups"' in body and "vision" in body
     assert "Groups: none yet" not in body
+
+
+def test_the_nodes_page_title_is_plain_text(client, admin):
+    client.force_login(admin)
+    page = client.get("/manage/nodes/").content.decode()
+    title = page.split("<title>")[1].split("</title>")[0]
+    assert title == "Nodes · GPU portal"
