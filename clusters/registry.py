@@ -28,6 +28,8 @@ def get_backend() -> Backend:
             task_path=settings.LOCAL_TASK_PATH,
             firewall=local_firewall(),
             task_ports=settings.LOCAL_TASK_PORTS,
+            cpus=settings.LOCAL_CPUS or None,
+            memory_mb=settings.LOCAL_MEMORY_MB or None,
         )
     if settings.CLUSTER_BACKEND == "kubernetes":
         return kubernetes_backend()

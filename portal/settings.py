@@ -242,6 +242,11 @@ LOCAL_TASK_IP = env_str("LOCAL_TASK_IP", "127.0.0.1")
 # LOCAL_TASK_PORTS=20000-20099: tasks' ports only from this range (a container publishes it to
 # its host, docker-compose.yml); empty: any free port.
 LOCAL_TASK_PORTS = env_port_range("LOCAL_TASK_PORTS")
+# The local node's capacity for admission: 0 is this machine's (its CPUs, its memory). More
+# CPUs than the machine has lets tasks that mostly wait share cores (each is still held to its
+# own cpu by its cgroup); more memory than it has risks the kernel's OOM killer (issue 27).
+LOCAL_CPUS = env_int("LOCAL_CPUS", 0, minimum=0)
+LOCAL_MEMORY_MB = env_int("LOCAL_MEMORY_MB", 0, minimum=0)
 # Inside a task (jobs.runtime): how long the barrier waits for peers' addresses, and how long
 # jobEnvs.isDebug keeps a failed task's working directory (local) or pod (Kubernetes).
 TASK_BARRIER_TIMEOUT_SECONDS = env_int("TASK_BARRIER_TIMEOUT_SECONDS", 600, minimum=1)

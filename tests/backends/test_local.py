@@ -295,6 +295,29 @@ def test_capacity_reports_this_machine(backend: LocalBackend) -> None:
     assert capacity.memory_mb > 0
 
 
+@pytest.mark.django_db
+def test_capacity_is_what_an_admin_set_with_local_cpus_and_local_memory_mb(settings) -> None:
+    """A 3-task job could never run on a 2-core box, though its tasks mostly sleep (issue 27):
+    LOCAL_CPUS and LOCAL_MEMORY_MB set the node's capacity admission counts, and the nodes
+    page shows it."""
+    from django.test import Client
+
+    from clusters import capacity, registry
+    from tests.conftest import make_user
+
+    settings.LOCAL_CPUS, settings.LOCAL_MEMORY_MB = 96, 123_456
+    registry.get_backend.cache_clear()
+    backend = registry.get_backend()
+    assert (backend.capacity().cpu, backend.capacity().memory_mb) == (96, 123_456)
+    capacity.refresh(backend)
+    web = Client()
+    web.force_login(make_user("root", is_staff=True))
+    assert "Total: 96 CPU," in web.get("/manage/nodes/").content.decode()
+    settings.LOCAL_CPUS = settings.LOCAL_MEMORY_MB = 0  # unset: this machine's
+    registry.get_backend.cache_clear()
+    assert registry.get_backend().capacity().cpu == os.cpu_count()
+
+
 @pytest.mark.usefixtures("two_gpus")
 def test_tasks_get_distinct_free_gpus_and_cpu_tasks_see_none(backend: LocalBackend) -> None:
     assert backend.capacity().gpus == {"Tesla T4": 2}

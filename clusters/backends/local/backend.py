@@ -90,6 +90,8 @@ class LocalBackend:
         task_path: str = sandbox.SYSTEM_PATH,
         firewall: FirewallConfig | None = None,
         task_ports: range | None = None,
+        cpus: int | None = None,
+        memory_mb: int | None = None,
     ) -> None:
         self.task_path = task_path  # the tasks' PATH (not the portal's: its virtualenv)
         self.root = Path(root)
@@ -100,6 +102,8 @@ class LocalBackend:
         # What of this host tasks reach (as root): none by default, the settings' from registry.
         self.firewall = TaskFirewall(firewall or FirewallConfig(mode="off"))
         self.task_ports = task_ports  # where tasks' ports come from: any free one when None
+        self.cpus = cpus  # the node's capacity as an admin set it; None: this machine's
+        self.memory_mb = memory_mb
 
     # -- placement and launch ---------------------------------------------------------------
 
@@ -352,8 +356,8 @@ class LocalBackend:
 
     def capacity(self) -> Capacity:
         return Capacity(
-            cpu=os.cpu_count() or 1,
-            memory_mb=memory_mb(),
+            cpu=self.cpus or os.cpu_count() or 1,
+            memory_mb=self.memory_mb or memory_mb(),
             gpus=dict(Counter(gpu.name for gpu in self._gpus)),
         )
 
