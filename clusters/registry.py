@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from functools import cache
 from pathlib import Path
 
@@ -99,3 +100,22 @@ def kubernetes_backend() -> Backend:
     )
     api = make_api_client(settings.K8S_IN_CLUSTER, settings.K8S_KUBECONFIG, settings.K8S_CONTEXT)
     return KubernetesBackend(api, options, retry)
+
+
+def tasks_use_host_programs(backend: Backend) -> bool:
+    """Whether tasks run on the host's own file system (the local backend without images)."""
+    return backend.name == "local" and settings.LOCAL_IMAGES != "charliecloud"
+
+
+SBIN_SSHD = Path("/usr/sbin/sshd")
+
+
+def host_sshd_missing(backend: Backend) -> str | None:
+    """What ``make run`` says at start when tasks use this host's programs and it has no sshd
+    (where the bootstrap looks: ``sshd`` on PATH, else ``/usr/sbin/sshd``); None otherwise."""
+    if not tasks_use_host_programs(backend) or shutil.which("sshd") or SBIN_SSHD.exists():
+        return None
+    return (
+        "no sshd on this host: the ssh plugin cannot start one in tasks, so nobody can ssh into "
+        "them (install the openssh-server package; its own sshd need not run)"
+    )

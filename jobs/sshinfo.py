@@ -13,17 +13,15 @@ import binascii
 import getpass
 import hashlib
 import re
-import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
 from clusters.backends.base import Backend
 from clusters.backends.local.sandbox import task_user_name
-from clusters.registry import get_backend, local_sandbox
+from clusters.registry import get_backend, local_sandbox, tasks_use_host_programs
 from jobs import plugins
 from jobs.models import Job, Task
 
@@ -51,27 +49,8 @@ NO_SSHD_IN_IMAGE = "no sshd in the image"
 NO_SSHD_ON_HOST = "no sshd on the machine the task runs on"
 
 
-def tasks_use_host_programs(backend: Backend) -> bool:
-    """Whether tasks run on the host's own file system (the local backend without images)."""
-    return backend.name == "local" and settings.LOCAL_IMAGES != "charliecloud"
-
-
 def how_to_get_sshd(backend: Backend) -> str:
     return HOW_TO_GET_SSHD_ON_HOST if tasks_use_host_programs(backend) else HOW_TO_GET_SSHD
-
-
-def host_sshd_missing(backend: Backend) -> str | None:
-    """What ``make run`` says at start when tasks use this host's programs and it has no sshd
-    (where the bootstrap looks: ``sshd`` on PATH, else ``/usr/sbin/sshd``); None otherwise."""
-    if not tasks_use_host_programs(backend) or shutil.which("sshd") or SBIN_SSHD.exists():
-        return None
-    return (
-        "no sshd on this host: the ssh plugin cannot start one in tasks, so nobody can ssh into "
-        "them (install the openssh-server package; its own sshd need not run)"
-    )
-
-
-SBIN_SSHD = Path("/usr/sbin/sshd")
 
 
 @dataclass(frozen=True)

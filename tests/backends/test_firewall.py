@@ -434,7 +434,8 @@ def test_a_task_whose_uid_the_rules_do_not_cover_is_refused(
     backend = LocalBackend(
         tmp_path / "tasks", sandbox_config=SandboxConfig(uid_base=HOST_UID_BASE), firewall=config
     )
-    with pytest.raises(FirewallError, match=r"uid 1300003 is outside the firewall's range"):
+    outside = HOST_UID_BASE + 3
+    with pytest.raises(FirewallError, match=rf"uid {outside} is outside the firewall's range"):
         launch(backend, "job-1-a1", "true", [])
     assert not (backend.root / "job-1-a1" / "worker-0").exists()
 

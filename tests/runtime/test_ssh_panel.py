@@ -162,16 +162,16 @@ def test_on_the_local_backend_without_images_the_panel_names_the_host_not_an_ima
 
 
 def test_make_run_says_when_the_host_has_no_sshd(monkeypatch, settings, tmp_path: Path):
-    from jobs import sshinfo
+    from clusters import registry
 
     backend = LocalBackend(tmp_path)
     settings.LOCAL_IMAGES = ""
-    monkeypatch.setattr(sshinfo.shutil, "which", lambda _: None)
-    monkeypatch.setattr(sshinfo, "SBIN_SSHD", tmp_path / "no-sshd-here")
-    said = sshinfo.host_sshd_missing(backend)
+    monkeypatch.setattr(registry.shutil, "which", lambda _: None)
+    monkeypatch.setattr(registry, "SBIN_SSHD", tmp_path / "no-sshd-here")
+    said = registry.host_sshd_missing(backend)
     assert said is not None and "no sshd on this host" in said and "openssh-server" in said
     settings.LOCAL_IMAGES = "charliecloud"
-    assert sshinfo.host_sshd_missing(backend) is None
+    assert registry.host_sshd_missing(backend) is None
     settings.LOCAL_IMAGES = ""
-    monkeypatch.setattr(sshinfo, "SBIN_SSHD", Path("/bin/sh"))  # any file there
-    assert sshinfo.host_sshd_missing(backend) is None
+    monkeypatch.setattr(registry, "SBIN_SSHD", Path("/bin/sh"))  # any file there
+    assert registry.host_sshd_missing(backend) is None

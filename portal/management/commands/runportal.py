@@ -32,8 +32,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from clusters.backends.base import SupportsLimits
 from clusters.backends.local import LocalBackend
-from clusters.registry import get_backend
-from jobs.sshinfo import host_sshd_missing
+from clusters.registry import get_backend, host_sshd_missing
 from portal.apps import stored_secret_key
 from portal.checks import redis_answers
 
