@@ -199,3 +199,28 @@ class JobEvent(models.Model):
             "kind": self.kind,
             "message": self.message,
         }
+
+
+class TaskUsage(models.Model):
+    """One sample of what a running task used (``jobs.usage``): every ``USAGE_SAMPLE_SECONDS``
+    while it runs, thinned as it ages (one a minute past 10 minutes, one per 10 minutes past 6
+    hours) and deleted ``USAGE_RETENTION_DAYS`` after its job ended. A thinned row stands for
+    its bucket: CPU and GPU utilisation averaged, memory and GPU memory at their peak."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="usage")
+    time = models.DateTimeField()
+    cpu = models.FloatField(null=True)  # cores used since the previous sample
+    cpu_seconds = models.FloatField(null=True)  # the backend's cumulative count, for the rate
+    memory_bytes = models.BigIntegerField(null=True)
+    gpu_util = models.FloatField(null=True)  # percent, averaged over the task's GPUs
+    gpu_memory_bytes = models.BigIntegerField(null=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["task", "time"], name="task_usage_task_time"),
+            models.Index(fields=["time"], name="task_usage_time"),  # thinning finds by age
+        ]
+        ordering = ["task", "time"]
+
+    def __str__(self) -> str:
+        return f"{self.task} at {self.time:%H:%M:%S}"

@@ -6,6 +6,7 @@ from celery import shared_task
 
 from clusters.registry import get_backend
 from jobs.lifecycle.passes import reconcile as reconcile_pass
+from jobs.usage import sample_and_thin
 
 
 @shared_task(name="jobs.tasks.reconcile", ignore_result=True)
@@ -19,3 +20,9 @@ def reconcile(full: bool = False) -> dict[str, int | bool]:
         "finished_jobs": report.finished_jobs,
         "skipped": report.skipped,
     }
+
+
+@shared_task(name="jobs.tasks.sample_usage", ignore_result=True)
+def sample_usage() -> int:
+    """Beat's, every ``USAGE_SAMPLE_SECONDS``: the running tasks' usage (``jobs.usage``)."""
+    return sample_and_thin(get_backend())

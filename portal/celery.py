@@ -27,3 +27,14 @@ def schedule_reconcile(sender: Celery, **kwargs: object) -> None:
         name="refresh capacity",
         expires=50.0,
     )
+    sample = settings.USAGE_SAMPLE_SECONDS  # each running task's usage, for the job page
+    sender.add_periodic_task(
+        sample, sender.signature("jobs.tasks.sample_usage"), name="sample usage", expires=sample
+    )
+    # Each virtual cluster's use, for its chart against its guarantee (clusters.usage).
+    sender.add_periodic_task(
+        60.0,  # clusters.usage.SAMPLE_SECONDS
+        sender.signature("clusters.tasks.sample_vc_usage"),
+        name="sample virtual clusters' use",
+        expires=50.0,
+    )

@@ -162,6 +162,14 @@ RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 30.0, minim
 ALERT_JOB_WAITING_SECONDS = env_float("ALERT_JOB_WAITING_SECONDS", 3600.0, minimum=1.0)
 ALERT_WINDOW_SECONDS = env_float("ALERT_WINDOW_SECONDS", 24 * 3600.0, minimum=1.0)
 ALERT_NODE_SILENT_SECONDS = env_float("ALERT_NODE_SILENT_SECONDS", 600.0, minimum=1.0)
+# Each virtual cluster's use, sampled every minute by beat (clusters.usage): samples past a day
+# are thinned to one an hour, and deleted after this many days.
+VC_USAGE_RETENTION_DAYS = env_int("VC_USAGE_RETENTION_DAYS", 30, minimum=1)
+# Each running task's CPU, memory, GPU utilisation and GPU memory are sampled this often
+# (jobs.usage, a beat entry), charted on the job page and served by GET .../usage; samples
+# are kept, thinned as they age, until USAGE_RETENTION_DAYS after their job ended.
+USAGE_SAMPLE_SECONDS = env_float("USAGE_SAMPLE_SECONDS", 5.0, minimum=1.0)
+USAGE_RETENTION_DAYS = env_float("USAGE_RETENTION_DAYS", 14.0, minimum=0.0)
 # Like Slurm's PrivateData=jobs: when on, a user sees only their own jobs (lists, counts and
 # details; others' are 404); when off, any signed-in user sees the status summary of the jobs
 # they may list (config, logs, addresses and SSH stay the owner's and admins').

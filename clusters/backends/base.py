@@ -253,6 +253,29 @@ class SupportsCleanup(Protocol):
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What one running task uses now (None: the backend cannot tell). CPU comes as the
+    cumulative seconds of CPU time the task has used, so that whoever samples it turns two
+    readings into cores used between them, whichever process read them; memory is the working
+    set (what the kernel cannot reclaim: the figure its memory limit is enforced on); GPU
+    figures are those of the task's own GPUs (utilisation averaged, memory summed)."""
+
+    cpu_seconds: float | None = None
+    memory_bytes: int | None = None
+    gpu_util: float | None = None  # percent, 0-100
+    gpu_memory_bytes: int | None = None
+
+
+@runtime_checkable
+class SupportsUsage(Protocol):
+    """An optional method of a backend: the resource usage of running tasks, read in one call
+    (``jobs.usage`` samples it every ``USAGE_SAMPLE_SECONDS``). A ref that is not running, or
+    that the backend does not know, is left out of the answer."""
+
+    def usage(self, refs: list[str]) -> dict[str, Usage]: ...
+
+
+@dataclass(frozen=True)
 class WatchedChanges:
     """What a backend's watch saw change together: the new observation of each task it knows
     (GONE for one whose object was deleted). ``resync``: the backend lost track and listed

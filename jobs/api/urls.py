@@ -15,6 +15,7 @@ from jobs.api.task_views import (
     TaskAttemptsView,
     TaskLogView,
 )
+from jobs.api.usage_views import JobUsageView
 from jobs.api.views import JobDetailView, JobSchemaView, JobsView
 
 urlpatterns = [
@@ -42,6 +43,7 @@ urlpatterns += [
     path(f"{JOB}/events", JobEventsView.as_view(), name="api-job-events"),
     path(f"{JOB}/ssh", JobSshView.as_view(), name="api-job-ssh"),
     path(f"{JOB}/tag", JobTagView.as_view(), name="api-job-tag"),
+    path(f"{JOB}/usage", JobUsageView.as_view(), name="api-job-usage"),
     path(
         f"{JOB}/attempts/<int:attempt>/tasks/<str:task>/logs/<str:stream>",
         TaskLogView.as_view(),

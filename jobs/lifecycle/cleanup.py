@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusters.backends.base import Backend, SupportsCleanup
+from jobs import usage
 from jobs.models import JobAttempt, Task
 from jobs.states import LIVE_TASK_STATES, JobState
 
@@ -25,12 +26,13 @@ def cleanup(backend: Backend, force: bool = False) -> list[str] | None:
     running nor finished less than ``<BACKEND>_KEEP_FINISHED_HOURS`` ago (so recent logs stay
     readable); attempts of unknown jobs go too. The attempt keys it cleaned, or None when it did
     not run. A failing cleanup is logged and tried again next time, never failing the pass."""
-    if not isinstance(backend, SupportsCleanup):
-        return None
     try:
         if not force and not cache.add(
             CLEANUP_KEY, timezone.now().isoformat(), CLEANUP_EVERY_SECONDS
         ):
+            return None
+        usage.forget()  # the usage samples of jobs ended past USAGE_RETENTION_DAYS
+        if not isinstance(backend, SupportsCleanup):
             return None
         removed = backend.cleanup(kept_attempt_keys(keep_finished_hours(backend)))
     except Exception:

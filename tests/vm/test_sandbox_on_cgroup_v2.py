@@ -23,6 +23,7 @@ MODULES = (
     "tests/backends/test_sandbox.py",
     "tests/runtime/test_sandbox_escapes.py",
     "tests/backends/test_limits.py",
+    "tests/backends/test_local_usage.py",  # a task's CPU and memory from its v2 cgroup
     "tests/runtime/test_one_job_cannot_take_the_machine_down.py",
     "tests/backends/test_firewall.py",
     "tests/compose/test_sandbox_host.py",  # the compose entrypoint, on a container's cgroup v2

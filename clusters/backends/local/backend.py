@@ -36,6 +36,7 @@ from clusters.backends.base import (
     TaskLaunch,
     TaskPhase,
     TaskShape,
+    Usage,
     check_file_path,
 )
 from clusters.backends.exits import describe_exit
@@ -56,6 +57,7 @@ from clusters.backends.local.process import (
     ended_marker,
     free_ports,
     memory_mb,
+    session_usage,
     spawn_detached,
     start_time_of,
 )
@@ -353,6 +355,38 @@ class LocalBackend:
             return ShellSpec(argv=argv, env=env, cwd=str(workdir / WORK))
         shell = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
         return ShellSpec(argv=["setsid", "-c", shell, "-i"], env=env, cwd=str(workdir / WORK))
+
+    def usage(self, refs: list[str]) -> dict[str, Usage]:
+        """What each running task of ``refs`` uses: a sandboxed task's cgroup counts its CPU
+        time and memory (``cgroups.usage``), an unsandboxed one's processes are summed from
+        /proc (``session_usage``); its GPUs are read with one nvidia-smi call for all."""
+        running: dict[str, TaskRecord] = {}
+        for ref in refs:
+            workdir = self._workdir_or_none(ref)
+            record = TaskRecord.load(workdir / "task.json") if workdir else None
+            if workdir and record and not (workdir / "exit_code").exists() and record.alive():
+                running[ref] = record
+        if not running:
+            return {}
+        plain = [r.pgid for r in running.values() if not r.sandboxed and r.pgid is not None]
+        sessions = session_usage(plain) if plain else {}
+        cards = gpus.utilization() if any(r.gpus for r in running.values()) else {}
+        found = {}
+        for ref, record in running.items():
+            if record.sandboxed and self.hierarchy.version:
+                cpu, memory = cgroups.usage(self.hierarchy, ref)
+            else:
+                cpu, memory = sessions.get(record.pgid or -1, (None, None))
+            readings = [cards[i] for i in record.gpus if i in cards]
+            utils = [u for u, _ in readings if u is not None]
+            used = [m for _, m in readings if m is not None]
+            found[ref] = Usage(
+                cpu_seconds=cpu,
+                memory_bytes=memory,
+                gpu_util=sum(utils) / len(utils) if utils else None,
+                gpu_memory_bytes=sum(used) if used else None,
+            )
+        return found
 
     def capacity(self) -> Capacity:
         return Capacity(

@@ -22,6 +22,10 @@ from pathlib import Path
 ROOT = Path("/sys/fs/cgroup")
 PARENT = "portal-tasks"
 CONTROLLERS = ("memory", "cpu", "pids")
+# v1 only: the controller that counts a cgroup's CPU time (``cpuacct.usage``), for a task's
+# usage chart. Often mounted with ``cpu`` (``cpu,cpuacct``); where it is a hierarchy of its own
+# the task gets a cgroup there too. It limits nothing: a host without it is not "unlimited".
+CPU_ACCOUNTING = "cpuacct"
 CPU_PERIOD_US = 100_000
 DEFAULT_PIDS_MAX = 4096  # LOCAL_TASK_PIDS_MAX: processes and threads of one task
 
@@ -125,7 +129,25 @@ def create(hierarchy: Hierarchy, ref: str, limits: Limits) -> list[Path]:
         path.mkdir(exist_ok=True)
         _write_v1(path, controller, limits)
         procs.append(path / "cgroup.procs")
+    accounting = _v1_accounting(hierarchy)
+    if accounting is not None:
+        path = accounting / name_of(ref)
+        with contextlib.suppress(OSError):  # usage only: the task runs without it
+            path.mkdir(exist_ok=True)
+            procs.append(path / "cgroup.procs")
     return procs
+
+
+def _v1_accounting(hierarchy: Hierarchy) -> Path | None:
+    """``cpuacct``'s parent of the tasks' cgroups where it is a hierarchy apart from ``cpu``
+    (co-mounted, the task's ``cpu`` cgroup counts its CPU time already); else None."""
+    cpu, accounting = hierarchy.root / "cpu", hierarchy.root / CPU_ACCOUNTING
+    try:
+        if "cpu" in hierarchy.controllers and accounting.resolve() == cpu.resolve():
+            return None
+    except OSError:
+        return None
+    return _v1_parent(hierarchy.root, CPU_ACCOUNTING)
 
 
 def _write_v2(path: Path, controllers: tuple[str, ...], limits: Limits) -> None:
@@ -194,7 +216,46 @@ def remove(hierarchy: Hierarchy, ref: str) -> None:
     """Remove the task's cgroups (the kernel refuses while a process is left in one)."""
     name = name_of(ref)
     paths = [hierarchy.root / PARENT / name]
-    paths += [hierarchy.root / controller / PARENT / name for controller in CONTROLLERS]
+    controllers = (*CONTROLLERS, CPU_ACCOUNTING)
+    paths += [hierarchy.root / controller / PARENT / name for controller in controllers]
     for path in paths:
         with contextlib.suppress(OSError):
             path.rmdir()
+
+
+def usage(hierarchy: Hierarchy, ref: str) -> tuple[float | None, int | None]:
+    """The CPU seconds the task's cgroup has used since it was made and its memory working set
+    in bytes (``memory.current``/``memory.usage_in_bytes`` less the inactive page cache, as
+    Kubernetes' ``container_memory_working_set_bytes``); None for what cannot be read."""
+    name = name_of(ref)
+    if hierarchy.version == 2:
+        path = hierarchy.root / PARENT / name
+        usec = _count(path / "cpu.stat", "usage_usec")
+        cpu = usec / 1e6 if (path / "cpu.stat").exists() else None
+        memory = _working_set(path / "memory.current", path / "memory.stat", "inactive_file")
+        return cpu, memory
+    cpu = None
+    for controller in (CPU_ACCOUNTING, "cpu"):  # its own hierarchy, or co-mounted with cpu
+        nanoseconds = _number(hierarchy.root / controller / PARENT / name / "cpuacct.usage")
+        if nanoseconds is not None:
+            cpu = nanoseconds / 1e9
+            break
+    path = hierarchy.root / "memory" / PARENT / name
+    memory = _working_set(
+        path / "memory.usage_in_bytes", path / "memory.stat", "total_inactive_file"
+    )
+    return cpu, memory
+
+
+def _working_set(usage_file: Path, stat_file: Path, inactive_key: str) -> int | None:
+    used = _number(usage_file)
+    if used is None:
+        return None
+    return max(0, used - _count(stat_file, inactive_key))
+
+
+def _number(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None

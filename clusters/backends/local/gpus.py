@@ -214,3 +214,38 @@ def proc_driver_args(gpus: list[GPU], proc_driver: Path) -> list[str]:
             if (entry / name).exists():
                 args += ["--ro-bind", str(entry / name), str(inside / name)]
     return [*args, "--remount-ro", str(target)]
+
+
+# Each GPU's utilisation (% of the last sample period a kernel ran) and memory in use (MiB):
+# a task's GPUs are its own (``LocalBackend._choose_gpus``), so what a GPU does is its task's.
+USAGE_QUERY = [
+    "nvidia-smi",
+    "--query-gpu=index,utilization.gpu,memory.used",
+    "--format=csv,noheader,nounits",
+]
+
+
+def utilization() -> dict[int, tuple[float | None, int | None]]:
+    """Each GPU's utilisation in percent and memory in use in bytes, by nvidia-smi's index
+    (None for a figure it does not know, "[N/A]"); empty without nvidia-smi."""
+    try:
+        out = subprocess.run(
+            USAGE_QUERY, capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    found: dict[int, tuple[float | None, int | None]] = {}
+    for line in out.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != 3 or not fields[0].isdigit():
+            continue
+        util, memory = _float(fields[1]), _float(fields[2])
+        found[int(fields[0])] = (util, None if memory is None else int(memory * 1024 * 1024))
+    return found
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None

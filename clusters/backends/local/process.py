@@ -248,3 +248,31 @@ def memory_mb() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+def session_usage(sessions: Collection[int]) -> dict[int, tuple[float, int]]:
+    """CPU seconds and resident memory (bytes) of the processes of each session in
+    ``sessions``, from one walk of /proc: an unsandboxed task has no cgroup to read. CPU time
+    counts the processes alive and the children they have waited for (``cutime``/``cstime``);
+    that of a process gone with no one waiting for it is lost, so this is a floor."""
+    wanted, found = set(sessions), dict[int, tuple[float, int]]()
+    tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        rest = raw[raw.rfind(b")") + 2 :].split()
+        try:
+            session = int(rest[3])
+            if session not in wanted:
+                continue
+            ticks = sum(int(rest[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
+            rss = int(rest[21]) * page
+        except (IndexError, ValueError):
+            continue
+        cpu, memory = found.get(session, (0.0, 0))
+        found[session] = (cpu + ticks / tick, memory + rss)
+    return found
