@@ -4,6 +4,7 @@ from clusters.api import (
     SkuTypesView,
     VirtualClusterStatusView,
     VirtualClustersView,
+    VirtualClusterUsageView,
     VirtualClusterView,
 )
 from clusters.storage_api import KubernetesNodesView, StoragesView, StorageView
@@ -16,6 +17,11 @@ urlpatterns = [
         "virtual-clusters/<str:name>/status",
         VirtualClusterStatusView.as_view(),
         name="api-virtual-cluster-status",
+    ),
+    path(
+        "virtual-clusters/<str:name>/usage",
+        VirtualClusterUsageView.as_view(),
+        name="api-virtual-cluster-usage",
     ),
     path("storages", StoragesView.as_view(), name="api-storages"),
     path("storages/<str:name>", StorageView.as_view(), name="api-storage"),

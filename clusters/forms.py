@@ -31,13 +31,14 @@ class VirtualClusterForm(forms.ModelForm):
     class Meta:
         model = VirtualCluster
         fields = [
-            "name", "description", "cpu", "memory_mb", "gpus",
+            "name", "description", "cpu", "memory_mb", "gpus", "max_capacity",
             "strict_fifo", "open_to_all", "members", "groups",
         ]  # fmt: skip
         labels = {
             "cpu": "CPU guaranteed",
             "memory_mb": "Memory guaranteed (MB)",
             "strict_fifo": "Strict FIFO",
+            "max_capacity": "Max capacity (% of the cluster)",
         }
         widgets = {
             "members": forms.CheckboxSelectMultiple,
@@ -45,7 +46,9 @@ class VirtualClusterForm(forms.ModelForm):
             "description": forms.Textarea(attrs={"rows": 2}),
         }
         help_texts = {
-            "cpu": "Empty: not limited by this virtual cluster.",
+            "cpu": "Empty: a share of what no other virtual cluster guarantees.",
+            "max_capacity": "Beyond its guarantee, its jobs borrow idle room (preemptible) "
+            "until they hold this much of the cluster; 100: all of it, 0: never borrow.",
             "open_to_all": "Every user may submit here (members and admins always may).",
             "strict_fifo": "A job that does not fit holds back every job behind it.",
         }
@@ -53,9 +56,15 @@ class VirtualClusterForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # No groups yet: no empty box, a line that says what to do (the template shows it).
+        self.fields["max_capacity"].required = False
         self.no_groups = not Group.objects.exists()
         if self.no_groups:
             del self.fields["groups"]
+
+    def clean_max_capacity(self) -> float:
+        """Left empty: 100 (the whole cluster), as OpenPAI's vcMaxCapacity defaults to."""
+        value = self.cleaned_data.get("max_capacity")
+        return 100.0 if value is None else float(value)
 
     def clean_gpus(self) -> dict[str, int] | None:
         gpus = self.cleaned_data.get("gpus")

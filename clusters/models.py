@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -42,6 +43,11 @@ class VirtualCluster(models.Model):
     # OpenPAI's "stopped" status: the virtual cluster admits no new job; the ones it holds
     # (waiting or running) go on.
     stopped = models.BooleanField(default=False)
+    # OpenPAI's vcMaxCapacity: the most of the cluster (percent of each resource) this VC's
+    # jobs may hold, guaranteed and borrowed together (clusters.quota); 100: up to all of it.
+    max_capacity = models.FloatField(
+        default=100.0, validators=[MinValueValidator(0.0), MaxValueValidator(100.0)]
+    )
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, blank=True, related_name="virtual_clusters"
     )
@@ -125,3 +131,34 @@ class Storage(models.Model):
             return False
         mine = self.users.filter(pk=user.pk).exists()
         return mine or self.groups.filter(user__pk=user.pk).exists()
+
+
+class VCUsageSample(models.Model):
+    """What a virtual cluster's running jobs held at ``time``, and its queue: one row per
+    virtual cluster each minute (``clusters.usage.record``, from beat), for its use over time
+    against its guarantee. Past a day they are thinned to one an hour, and deleted after
+    ``VC_USAGE_RETENTION_DAYS``.
+
+    The counts are all its running jobs hold, borrowed included (``VCView.used`` +
+    ``borrowed``): use over the guarantee is what the chart is for.
+    """
+
+    time = models.DateTimeField(db_index=True)
+    virtual_cluster = models.ForeignKey(
+        VirtualCluster, on_delete=models.CASCADE, related_name="usage_samples"
+    )
+    cpu = models.PositiveIntegerField(default=0)
+    memory_mb = models.PositiveBigIntegerField(default=0)
+    gpus = models.JSONField(default=dict)  # GPU type ("" = any) -> count held
+    running = models.PositiveIntegerField(default=0)
+    waiting = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["virtual_cluster", "time"], name="vc_usage_vc_time")]
+
+    def __str__(self) -> str:
+        return f"{self.virtual_cluster_id} at {self.time:%Y-%m-%d %H:%M}"
+
+    @property
+    def gpu_total(self) -> int:
+        return sum(self.gpus.values())

@@ -3,15 +3,19 @@
 No Django here: ``jobs.lifecycle.admit`` loads plain data, calls :func:`plan`, and applies it.
 
 Rules:
-* Each virtual cluster (VC) guarantees a quota (cpu, memoryMB, GPUs per type); a limit of
-  ``None`` is "not limited by this VC". Jobs that fit their VC's quota are *guaranteed*.
+* Each virtual cluster (VC) guarantees a quota (cpu, memoryMB, GPUs per type). A resource a VC
+  sets no quota for (``None``: the ``default`` VC, a VC made without one) is guaranteed out of
+  what no VC guarantees: the cluster's capacity less every set quota, shared by all the VCs
+  without one (issue 27: one unlimited VC counted all its jobs as guaranteed and cancelled
+  every other VC's guarantee). Jobs that fit their VC's guarantee are *guaranteed*.
 * Per VC, waiting jobs go by priority (high first), then submission time. Best-effort FIFO
   (default): a job that does not fit does not block smaller ones behind it; strict FIFO: it does.
 * Whatever its quota says, a job is only admitted while the cluster has room for it: the
   cluster's capacity minus what running guaranteed jobs of every VC use (an unlimited VC is
   bounded by the cluster, not by a quota of its own).
-* An *opportunistic* job that does not fit its VC's quota may run on idle capacity (the
-  cluster's capacity minus everything running); it is then *borrowing*. In a strict-FIFO VC
+* A job that does not fit its VC's guarantee may run on idle capacity (the cluster's capacity
+  minus everything running); it is then *borrowing*, and preemptible (Kueue's borrowing within
+  a cohort, YARN's maximum-capacity; HiveD lets only ``oppo`` jobs do it). In a strict-FIFO VC
   only the job at the head of the queue may borrow (as in Kueue, where borrowing and the
   queueing strategy are independent); those behind it wait for it. When a guaranteed job needs
   room that borrowers hold, borrowers that hold some of the missing resources are preempted
@@ -175,6 +179,29 @@ class Queue:
     name: str
     quota: Limit
     strict_fifo: bool = False
+    # OpenPAI's vcMaxCapacity: the most of the cluster (percent of each resource) the VC's jobs
+    # may hold, guaranteed and borrowed together (Kueue's borrowingLimit, YARN's
+    # maximum-capacity); 100 borrows up to the whole cluster.
+    max_capacity: float = 100.0
+
+
+def ceiling(capacity: Limit, percent: float, floor: Limit | None = None) -> Limit:
+    """``percent`` of each resource of ``capacity`` (rounded down; unlimited stays so), and
+    never below ``floor`` (a VC's guarantee: max capacity only limits borrowing)."""
+    if percent >= 100:
+        return capacity
+    low = floor or Limit()
+
+    def part(n: int | None, least: int | None = None) -> int | None:
+        return None if n is None else max(int(n * percent // 100), least or 0)
+
+    low_gpus = low.gpus or {}
+    gpus = (
+        None
+        if capacity.gpus is None
+        else {k: part(v, low_gpus.get(k)) or 0 for k, v in capacity.gpus.items()}
+    )
+    return Limit(part(capacity.cpu, low.cpu), part(capacity.memory_mb, low.memory_mb), gpus)
 
 
 @dataclass(frozen=True)
@@ -199,6 +226,51 @@ class Running:
     borrowing: bool = False
 
 
+def unguaranteed(queues: Iterable[Queue], capacity: Limit) -> Limit:
+    """What no VC guarantees: the capacity less every quota set, per resource (never below 0);
+    the VCs without a quota of that resource share it."""
+    cpu, memory, gpus = capacity.cpu, capacity.memory_mb, dict(capacity.gpus or {})
+    for queue in queues:
+        quota = queue.quota
+        cpu = None if cpu is None else cpu - (quota.cpu or 0)
+        memory = None if memory is None else memory - (quota.memory_mb or 0)
+        for kind, count in (quota.gpus or {}).items():
+            gpus[kind] = gpus.get(kind, 0) - count
+    return Limit(
+        None if cpu is None else max(cpu, 0),
+        None if memory is None else max(memory, 0),
+        None if capacity.gpus is None else {k: max(n, 0) for k, n in gpus.items()},
+    )
+
+
+def guarantee(quota: Limit, shared: Limit) -> Limit:
+    """A VC's guarantee: its quota, and the shared rest for each resource it sets none of."""
+    return Limit(
+        shared.cpu if quota.cpu is None else quota.cpu,
+        shared.memory_mb if quota.memory_mb is None else quota.memory_mb,
+        shared.gpus if quota.gpus is None else quota.gpus,
+    )
+
+
+def shared_part(quota: Limit, demand: Resources) -> Resources:
+    """The part of ``demand`` counted against the shared rest (the resources ``quota`` lacks)."""
+    return Resources(
+        demand.cpu if quota.cpu is None else 0,
+        demand.memory_mb if quota.memory_mb is None else 0,
+        dict(demand.gpus) if quota.gpus is None else {},
+    )
+
+
+def charged(quota: Limit, own: Resources, shared_use: Resources) -> Resources:
+    """What counts against a VC's guarantee: its own use of what it has a quota of, and every
+    VC's use of the shared rest for the others."""
+    return Resources(
+        shared_use.cpu if quota.cpu is None else own.cpu,
+        shared_use.memory_mb if quota.memory_mb is None else own.memory_mb,
+        dict(shared_use.gpus) if quota.gpus is None else dict(own.gpus),
+    )
+
+
 @dataclass
 class Plan:
     admit: list[int] = field(default_factory=list)
@@ -220,8 +292,11 @@ def plan(
 ) -> Plan:
     """Decide one admission pass; see the module's rules."""
     by_name = {q.name: q for q in queues}
+    shared = unguaranteed(by_name.values(), capacity)
     result = Plan()
     used: dict[str, Resources] = defaultdict(Resources)
+    borrowed: dict[str, Resources] = defaultdict(Resources)  # per VC, by its borrowers
+    shared_use = Resources()  # what guaranteed jobs hold of the shared rest
     total = Resources()  # everything running or admitted
     held = Resources()  # what guaranteed jobs hold: all but the borrowers, who can be preempted
     borrowers: list[Running] = []
@@ -229,8 +304,11 @@ def plan(
         total = total + job.demand
         if job.borrowing:
             borrowers.append(job)
+            borrowed[job.vc] = borrowed[job.vc] + job.demand
         else:
             used[job.vc] = used[job.vc] + job.demand
+            quota = by_name[job.vc].quota if job.vc in by_name else Limit()
+            shared_use = shared_use + shared_part(quota, job.demand)
             held = held + job.demand
     borrowers.sort(key=preemption_order)
     queued: dict[str, list[Waiting]] = defaultdict(list)
@@ -246,28 +324,41 @@ def plan(
             if blocked is not None:
                 notes[job.id] = f"behind {blocked.label or f'job {blocked.id}'} (strict FIFO)"
                 continue
-            short = shortfall(job.demand, queue.quota, used[name]) or shortfall(
-                job.demand, capacity, held
-            )
+            short = shortfall(
+                job.demand,
+                guarantee(queue.quota, shared),
+                charged(queue.quota, used[name], shared_use),
+            ) or shortfall(job.demand, capacity, held)
             if short is None and max_admit is not None and len(result.admit) >= max_admit:
                 notes[job.id] = "fits; starts in the next pass"
                 continue
             if short is None:
                 result.admit.append(job.id)
                 used[name] = used[name] + job.demand
+                shared_use = shared_use + shared_part(queue.quota, job.demand)
                 held = held + job.demand
                 total = total + job.demand
                 total = reclaim(job, capacity, total, borrowers, result)
                 continue
-            if job.opportunistic:
-                later.append(job)
+            later.append(job)  # may borrow idle capacity, after every VC's guaranteed jobs
             if queue.strict_fifo:
                 blocked = job
+    most_of: dict[str, Limit] = {}  # each VC's max capacity, worked out once
     for job in later:
         within_cap = max_admit is None or len(result.admit) < max_admit
-        if within_cap and shortfall(job.demand, capacity, total) is None:
+        queue = queue_of[job.vc]
+        if job.vc not in most_of:
+            most_of[job.vc] = ceiling(capacity, queue.max_capacity, guarantee(queue.quota, shared))
+        most = most_of[job.vc]
+        mine = used[job.vc] + borrowed[job.vc]
+        if (
+            within_cap
+            and shortfall(job.demand, capacity, total) is None
+            and shortfall(job.demand, most, mine) is None
+        ):
             result.admit.append(job.id)
             result.borrow.add(job.id)
+            borrowed[job.vc] = borrowed[job.vc] + job.demand
             total = total + job.demand
     admitted = set(result.admit)
     for jobs in queued.values():
@@ -279,8 +370,17 @@ def plan(
             ahead = {1: "no job ahead", 2: "1 job ahead"}.get(
                 position, f"{position - 1} jobs ahead"
             )
+            queue = queue_of[job.vc]
+            own = Queue(
+                queue.name, guarantee(queue.quota, shared), queue.strict_fifo, queue.max_capacity
+            )
             note = notes.get(job.id) or lack(
-                job, queue_of[job.vc], used[job.vc], capacity, (held, total)
+                job,
+                own,
+                charged(queue.quota, used[job.vc], shared_use),
+                capacity,
+                (held, total),
+                used[job.vc] + borrowed[job.vc],
             )
             text = f"{note}, {ahead}"
             if job.preempted:
@@ -295,10 +395,13 @@ def lack(
     used: Resources,
     capacity: Limit,
     cluster_use: tuple[Resources, Resources],
+    mine: Resources | None = None,
 ) -> str:
     """Why ``job`` waits, once the pass is decided: what it lacks, and how much is free.
 
-    ``cluster_use`` is (what guaranteed jobs hold, what all jobs use) over the whole cluster.
+    ``queue.quota`` is the VC's guarantee and ``used`` what counts against it;
+    ``cluster_use`` is (what guaranteed jobs hold, what all jobs use) over the whole cluster;
+    ``mine`` what the VC's jobs hold, borrowed too (against its max capacity).
     """
     held, total = cluster_use
     short = shortfall(job.demand, queue.quota, used)
@@ -306,10 +409,11 @@ def lack(
         room = shortfall(job.demand, capacity, held)
         return f"waiting for {room}: {room.free} free in the cluster" if room else "waiting"
     text = f"waiting for {short} in '{queue.name}': {short.free} free"
-    if job.opportunistic:
-        room = shortfall(job.demand, capacity, total)
-        text += f", {room.free} idle elsewhere" if room else ", idle capacity next pass"
-    return text
+    most = ceiling(capacity, queue.max_capacity, queue.quota)
+    if queue.max_capacity < 100 and shortfall(job.demand, most, mine or used):
+        return f"{text}, and '{queue.name}' may hold at most {queue.max_capacity:g}% of the cluster"
+    room = shortfall(job.demand, capacity, total)
+    return text + (f", {room.free} idle to borrow" if room else ", idle to borrow next pass")
 
 
 def preemption_order(job: Running) -> tuple[int, float, int]:

@@ -6,8 +6,12 @@ the virtual clusters' use (microsoft/pai ``src/webportal/src/app/home/home/``). 
 only the virtual clusters they may use (``usable_by``; admins: all) and no job of anybody:
 the nodes and totals are numbers only.
 
-A constant number of queries whatever the number of nodes and jobs: the nodes, the live
-tasks placed on a node, the protocols of their jobs, and ``overview``'s three.
+Under each virtual cluster, its use over the last day against its guarantee (``clusters.usage``
+charts, SVG drawn here).
+
+A constant number of queries whatever the number of nodes, jobs and samples: the nodes, the live
+tasks placed on a node, the protocols of their jobs, ``overview``'s three and the samples of
+the shown virtual clusters (one).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from clusters.capacity import total
 from clusters.models import Node, VirtualCluster
 from clusters.overview import overview
 from clusters.quota import ANY_GPU, Resources, demand_of
+from clusters.usage import charts
 from jobs.models import Job, Task
 from jobs.states import LIVE_TASK_STATES, JobState
 
@@ -114,11 +119,13 @@ def cluster(request: HttpRequest) -> HttpResponse:
     for view in views:
         running = running + view.used + view.borrowed
     usable = set(VirtualCluster.objects.usable_by(request.user).values_list("id", flat=True))
+    shown = [v for v in views if v.vc.id in usable]
+    history = charts(shown)
     context = {
         "nodes": rows,
         "everything": Row("all nodes", total(nodes), sum((r.used for r in rows), Resources())),
         "gpu_totals": gpu_totals(rows),
         "running": running,
-        "vcs": [(v, v.bars(capacity)) for v in views if v.vc.id in usable],
+        "vcs": [(v, v.bars(capacity), history[v.vc.id]) for v in shown],
     }
     return render(request, "clusters/cluster.html", context)

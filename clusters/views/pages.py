@@ -11,6 +11,7 @@ from django.shortcuts import render
 
 from clusters.models import VirtualCluster
 from clusters.overview import overview
+from clusters.usage import charts
 from jobs.access import listable_jobs
 from jobs.states import JobState
 
@@ -39,6 +40,7 @@ def vc_detail(request: HttpRequest, name: str) -> HttpResponse:
     context = {
         "view": view,
         "bars": view.bars(capacity),
+        "usage": charts([view])[view.vc.id],
         "queue": queue[:200],
         "running": running[:200],
         "members": view.vc.members.order_by("username"),

@@ -28,7 +28,9 @@ from clusters.quota import (
     Queue,
     Running,
     Waiting,
+    ceiling,
     demand_of,
+    guarantee,
     never_fits,
     options_of,
     plan,
@@ -94,13 +96,16 @@ def submit_check(user: Any, protocol: dict[str, Any], vc_name: str | None) -> Vi
             f"defaults.virtualCluster: virtual cluster '{vc.name}' is stopped and admits no new "
             "job until an admin sets it running again"
         )
-    need = demand_of(protocol)
-    _, opportunistic = options_of(protocol)
-    limits = [(capacity.cluster_capacity(), "the cluster has")]
-    if not opportunistic:  # an opportunistic job may run beyond its quota, never the cluster
-        limits.insert(0, (quota_of(vc), f"'{vc.name}' guarantees"))
+    # Beyond its VC's guarantee a job may borrow idle capacity (clusters.quota): only what the
+    # cluster could never hold is refused (issue 27).
+    cluster = capacity.cluster_capacity()
+    limits = [(cluster, "the cluster has")]
+    if vc.max_capacity < 100:
+        # at least the VC's guarantee; a resource it has no quota of is not checked here
+        most = ceiling(cluster, vc.max_capacity, guarantee(quota_of(vc), cluster))
+        limits.append((most, f"'{vc.name}' may hold at most {vc.max_capacity:g}% of it,"))
     for limit, where in limits:
-        short = never_fits(need, limit)
+        short = never_fits(demand_of(protocol), limit)
         if short:
             raise ValueError(
                 "taskRoles: "
@@ -144,7 +149,10 @@ Loaded = tuple[list[Queue], Limit, list[Running], list[Waiting], dict[int, tuple
 
 def load(backend: Backend | None) -> Loaded:
     """Everything a pass decides on, and each waiting job's current (reason, position)."""
-    queues = [Queue(vc.name, quota_of(vc), vc.strict_fifo) for vc in VirtualCluster.objects.all()]
+    queues = [
+        Queue(vc.name, quota_of(vc), vc.strict_fifo, vc.max_capacity)
+        for vc in VirtualCluster.objects.all()
+    ]
     cap = capacity.cluster_capacity(backend)
     running = [
         Running(

@@ -30,20 +30,23 @@ def fresh(job: Job) -> Job:
 
 def test_jobs_beyond_the_quota_wait_with_a_reason_and_a_position(alice, backend):
     cluster(cpu=8)
-    vc("research", alice, cpu=2)
+    vc("research", alice, cpu=2, max_capacity=0)  # borrows nothing
     jobs = [
         lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research") for i in range(4)
     ]
     run_pass(backend)
     states = [fresh(j).state for j in jobs]
     assert states == [JobState.RUNNING, JobState.RUNNING, JobState.WAITING, JobState.WAITING]
-    assert jobs[2].reason == "waiting for 1 CPU in 'research': 0 free, no job ahead"
+    assert jobs[2].reason == (
+        "waiting for 1 CPU in 'research': 0 free, "
+        "and 'research' may hold at most 0% of the cluster, no job ahead"
+    )
     assert (jobs[3].queue_position, jobs[3].reason.endswith("1 job ahead")) == (2, True)
 
 
 def test_a_finished_job_frees_its_quota_for_the_next(alice, backend):
     cluster(cpu=8)
-    vc("research", alice, cpu=1)
+    vc("research", alice, cpu=1, max_capacity=0)
     first = lifecycle.submit(alice, job_text("first", command="true"), virtual_cluster="research")
     second = lifecycle.submit(alice, job_text("second", command="true"), virtual_cluster="research")
     run_pass(backend)
@@ -79,9 +82,44 @@ def test_a_borrowing_job_is_preempted_and_requeued_when_the_owner_needs_its_quot
     lifecycle.stop(borrower, alice)
 
 
+def test_a_vcs_guarantee_is_kept_against_default_jobs_filling_the_cluster(alice, bob, backend):
+    """Issue 27's case: VC research guarantees 1 CPU of 2; default (no quota) fills the cluster
+    with two 1-CPU jobs. Default was "unlimited and guaranteed", and the research job waited
+    "0 free in the cluster" for as long as they ran. Now default is guaranteed what research
+    does not (1 CPU), its second job borrows, and a research job runs within one pass while
+    that borrower is preempted and requeued (its attempt stopped, retried as a resource
+    retry)."""
+    cluster(cpu=2)
+    vc("research", bob, cpu=1)
+    first = lifecycle.submit(alice, job_text("first", command="sleep 60"))
+    second = lifecycle.submit(alice, job_text("second", command="sleep 60"))
+    run_pass(backend)
+    assert (fresh(first).state, fresh(second).state) == (JobState.RUNNING, JobState.RUNNING)
+    assert (first.virtual_cluster.name, first.borrowing, second.borrowing) == (
+        "default",
+        False,
+        True,
+    )
+
+    research = lifecycle.submit(
+        bob, job_text("mine", command="sleep 1"), virtual_cluster="research"
+    )
+    run_pass(backend)
+
+    assert fresh(research).state == JobState.RUNNING and not research.borrowing
+    assert fresh(first).state == JobState.RUNNING  # within default's guarantee: never preempted
+    assert fresh(second).state == JobState.WAITING and second.reason.startswith("preempted")
+    attempt = JobAttempt.objects.get(job=second, number=0)
+    assert attempt.state == JobState.STOPPED
+    assert attempt.reason.startswith("preempted: 'research' needed")
+    assert second.retries == 1
+    for job, owner in ((first, alice), (second, alice), (research, bob)):
+        lifecycle.stop(fresh(job), owner)
+
+
 def test_a_pass_uses_the_same_number_of_queries_for_many_waiting_jobs(alice, backend):
     cluster(cpu=8)
-    vc("research", alice, cpu=1)
+    vc("research", alice, cpu=1, max_capacity=0)
     lifecycle.submit(alice, job_text("runs"), virtual_cluster="research")
     run_pass(backend)
 
@@ -107,13 +145,14 @@ def test_a_job_in_an_unlimited_virtual_cluster_waits_while_the_cluster_is_full(a
     waits = lifecycle.submit(alice, job_text("next", cpu=1))
     run_pass(backend)
     assert (fresh(busy).state, fresh(waits).state) == (JobState.RUNNING, JobState.WAITING)
-    assert waits.reason == "waiting for 1 CPU: 0 free in the cluster, no job ahead"
+    # research guarantees both CPUs: default's share is none, and none is idle to borrow
+    assert waits.reason == "waiting for 1 CPU in 'default': 0 free, 0 idle to borrow, no job ahead"
     lifecycle.stop(busy, bob)
 
 
 def test_a_queue_whose_positions_move_is_told_once_and_one_that_stays_is_not(alice, backend):
     cluster(cpu=8)
-    vc("research", alice, cpu=1)
+    vc("research", alice, cpu=1, max_capacity=0)
     lifecycle.submit(alice, job_text("runs"), virtual_cluster="research")
     last = lifecycle.submit(alice, job_text("last"), virtual_cluster="research")
     run_pass(backend)

@@ -28,20 +28,32 @@ def at(minutes: int) -> datetime:
     return T0 + timedelta(minutes=minutes)
 
 
+def fixed(name: str, quota: Limit, **kw) -> Queue:
+    """A VC that borrows nothing (max capacity 0%): what its guarantee alone admits."""
+    return Queue(name, quota, max_capacity=0, **kw)
+
+
+def no_borrowing(vc: str) -> str:
+    return f", and '{vc}' may hold at most 0% of the cluster"
+
+
 def job(i: int, vc: str = "research", cpu: int = 1, mem: int = 0, gpus=None, **kw) -> Waiting:
     return Waiting(i, vc, Resources(cpu, mem, gpus or {}), kw.pop("at", at(i)), **kw)
 
 
 def test_jobs_are_admitted_while_cpu_quota_allows():
-    result = plan([Queue("research", Limit(cpu=3))], BIG, [], [job(i, cpu=1) for i in range(5)])
+    result = plan([fixed("research", Limit(cpu=3))], BIG, [], [job(i, cpu=1) for i in range(5)])
     assert result.admit == [0, 1, 2]
-    assert result.waiting[3] == ("waiting for 1 CPU in 'research': 0 free, no job ahead", 1)
+    assert result.waiting[3] == (
+        f"waiting for 1 CPU in 'research': 0 free{no_borrowing('research')}, no job ahead",
+        1,
+    )
     assert result.waiting[4][1] == 2
 
 
 def test_memory_quota_is_enforced():
     result = plan(
-        [Queue("r", Limit(memory_mb=1000))], BIG, [], [job(1, "r", 0, 600), job(2, "r", 0, 600)]
+        [fixed("r", Limit(memory_mb=1000))], BIG, [], [job(1, "r", 0, 600), job(2, "r", 0, 600)]
     )
     assert result.admit == [1]
     assert result.waiting[2][0].startswith("waiting for 600 MB memory in 'r': 400 free")
@@ -50,23 +62,23 @@ def test_memory_quota_is_enforced():
 def test_gpu_quota_is_enforced_per_type():
     quota = Limit(gpus={"V100": 4, "A100": 2})
     jobs = [job(1, gpus={"V100": 3}), job(2, gpus={"A100": 2}), job(3, gpus={"V100": 2})]
-    result = plan([Queue("research", quota)], BIG, [], jobs)
+    result = plan([fixed("research", quota)], BIG, [], jobs)
     assert result.admit == [1, 2]
     assert result.waiting[3] == (
-        "waiting for 2 GPU (V100) in 'research': 1 free, no job ahead",
+        f"waiting for 2 GPU (V100) in 'research': 1 free{no_borrowing('research')}, no job ahead",
         1,
     )
 
 
 def test_gpus_of_no_type_use_any_type_but_not_more_than_all_types_together():
     quota = Limit(gpus={"V100": 2, "A100": 2})
-    result = plan([Queue("research", quota)], BIG, [], [job(1, gpus={"": 3}), job(2, gpus={"": 2})])
+    result = plan([fixed("research", quota)], BIG, [], [job(1, gpus={"": 3}), job(2, gpus={"": 2})])
     assert result.admit == [1]
     assert result.waiting[2][0].startswith("waiting for 2 GPU in 'research': 1 free")
 
 
 def test_a_gpu_type_missing_from_the_quota_has_none():
-    result = plan([Queue("research", Limit(gpus={"V100": 8}))], BIG, [], [job(1, gpus={"K80": 1})])
+    result = plan([fixed("research", Limit(gpus={"V100": 8}))], BIG, [], [job(1, gpus={"K80": 1})])
     assert result.admit == []
     assert "1 GPU (K80) in 'research': 0 free" in result.waiting[1][0]
 
@@ -74,14 +86,16 @@ def test_a_gpu_type_missing_from_the_quota_has_none():
 def test_running_jobs_count_against_the_quota():
     running = [Running(9, "research", Resources(2, 0, {"V100": 3}), at(0))]
     result = plan(
-        [Queue("research", Limit(gpus={"V100": 4}))], BIG, running, [job(1, gpus={"V100": 2})]
+        [fixed("research", Limit(gpus={"V100": 4}))], BIG, running, [job(1, gpus={"V100": 2})]
     )
     assert result.admit == []
-    assert result.waiting[1][0] == "waiting for 2 GPU (V100) in 'research': 1 free, no job ahead"
+    assert result.waiting[1][0] == (
+        f"waiting for 2 GPU (V100) in 'research': 1 free{no_borrowing('research')}, no job ahead"
+    )
 
 
 def test_quotas_are_per_virtual_cluster():
-    queues = [Queue("a", Limit(cpu=1)), Queue("b", Limit(cpu=2))]
+    queues = [fixed("a", Limit(cpu=1)), fixed("b", Limit(cpu=2))]
     jobs = [job(1, "a"), job(2, "a"), job(3, "b"), job(4, "b"), job(5, "b")]
     result = plan(queues, BIG, [], jobs)
     assert sorted(result.admit) == [1, 3, 4]
@@ -94,7 +108,7 @@ def test_many_jobs_never_exceed_any_resource_of_the_quota():
     jobs = [
         job(i, cpu=1 + i % 5, mem=1000 * (i % 7), gpus={kinds[i % 3]: i % 4}) for i in range(300)
     ]
-    result = plan([Queue("research", quota)], BIG, [], jobs)
+    result = plan([fixed("research", quota)], BIG, [], jobs)
     used = Resources()
     for j in jobs:
         if j.id in result.admit:
@@ -105,7 +119,7 @@ def test_many_jobs_never_exceed_any_resource_of_the_quota():
 
 def test_higher_priority_goes_first_then_submission_time():
     jobs = [job(1), job(2, priority=10), job(3, priority=10, at=at(-5)), job(4)]
-    result = plan([Queue("research", Limit(cpu=2))], BIG, [], jobs)
+    result = plan([fixed("research", Limit(cpu=2))], BIG, [], jobs)
     assert result.admit == [3, 2]
     assert result.waiting[1][1] == 1 and result.waiting[4][1] == 2
     assert result.waiting[4][0].endswith("1 job ahead")
@@ -113,14 +127,17 @@ def test_higher_priority_goes_first_then_submission_time():
 
 def test_best_effort_fifo_lets_smaller_jobs_pass_a_big_one():
     jobs = [job(1, cpu=1), job(2, cpu=8), job(3, cpu=1)]
-    result = plan([Queue("research", Limit(cpu=3))], BIG, [], jobs)
+    result = plan([fixed("research", Limit(cpu=3))], BIG, [], jobs)
     assert result.admit == [1, 3]
-    assert result.waiting[2] == ("waiting for 8 CPU in 'research': 1 free, no job ahead", 1)
+    assert result.waiting[2] == (
+        f"waiting for 8 CPU in 'research': 1 free{no_borrowing('research')}, no job ahead",
+        1,
+    )
 
 
 def test_strict_fifo_holds_everything_behind_a_job_that_does_not_fit():
     jobs = [job(1, cpu=1), job(2, cpu=8), job(3, cpu=1), job(4, cpu=1)]
-    result = plan([Queue("research", Limit(cpu=3), strict_fifo=True)], BIG, [], jobs)
+    result = plan([fixed("research", Limit(cpu=3), strict_fifo=True)], BIG, [], jobs)
     assert result.admit == [1]
     assert result.waiting[3][0] == "behind job 2 (strict FIFO), 1 job ahead"
     assert result.waiting[4] == ("behind job 2 (strict FIFO), 2 jobs ahead", 3)
@@ -128,7 +145,7 @@ def test_strict_fifo_holds_everything_behind_a_job_that_does_not_fit():
 
 def test_the_reason_names_the_blocking_job_by_its_label():
     jobs = [job(1, cpu=8, label="alice~big"), job(2)]
-    result = plan([Queue("research", Limit(cpu=3), strict_fifo=True)], BIG, [], jobs)
+    result = plan([fixed("research", Limit(cpu=3), strict_fifo=True)], BIG, [], jobs)
     assert result.waiting[2][0].startswith("behind alice~big (strict FIFO)")
 
 
@@ -150,14 +167,20 @@ def test_an_unlimited_virtual_cluster_is_still_bounded_by_the_clusters_free_capa
     queues = [Queue("default", Limit()), Queue("research", Limit(gpus={"V100": 4}))]
     result = plan(queues, cap, running, [job(1, "default", gpus={"V100": 2}), job(2, "default")])
     assert result.admit == [2]
-    assert result.waiting[1] == ("waiting for 2 GPU (V100): 0 free in the cluster, no job ahead", 1)
+    # research guarantees every V100: default's share of them is 0, and none is idle to borrow
+    assert result.waiting[1] == (
+        "waiting for 2 GPU (V100) in 'default': 0 free, 0 idle to borrow, no job ahead",
+        1,
+    )
 
 
 def test_gpus_of_any_type_wait_for_free_gpus_of_every_type_together():
     cap = Limit(100, 10**6, {"V100": 2, "A100": 1})
     running = [Running(9, "other", Resources(1, 0, {"V100": 2}), at(0))]
     result = plan([Queue("default", Limit())], cap, running, [job(1, "default", gpus={"": 2})])
-    assert result.waiting[1][0] == "waiting for 2 GPU: 1 free in the cluster, no job ahead"
+    assert result.waiting[1][0] == (
+        "waiting for 2 GPU in 'default': 1 free, 1 idle to borrow, no job ahead"
+    )
 
 
 def test_a_job_short_of_cluster_capacity_holds_back_a_strict_fifo_queue():
@@ -166,7 +189,9 @@ def test_a_job_short_of_cluster_capacity_holds_back_a_strict_fifo_queue():
     queues = [Queue("research", Limit(), strict_fifo=True)]
     result = plan(queues, cap, running, [job(1, cpu=2, label="alice~big"), job(2, cpu=1)])
     assert result.admit == []
-    assert result.waiting[1][0] == "waiting for 2 CPU: 1 free in the cluster, no job ahead"
+    assert result.waiting[1][0] == (
+        "waiting for 2 CPU in 'research': 1 free, 1 idle to borrow, no job ahead"
+    )
     assert result.waiting[2][0] == "behind alice~big (strict FIFO), 1 job ahead"
 
 
@@ -201,7 +226,7 @@ def test_borrowing_is_limited_by_the_idle_capacity():
     )
     assert result.admit == []
     assert (
-        result.waiting[1][0] == "waiting for 2 CPU in 'a': 1 free, 1 idle elsewhere, no job ahead"
+        result.waiting[1][0] == "waiting for 2 CPU in 'a': 1 free, 1 idle to borrow, no job ahead"
     )
 
 
@@ -271,7 +296,7 @@ def test_an_opportunistic_job_is_told_idle_capacity_only_when_it_truly_starts_ne
     result = plan(queues, cap, [], jobs, max_admit=1)
     assert result.admit == [1]
     assert result.waiting[2][0] == (
-        "waiting for 3 CPU in 'a': 1 free, idle capacity next pass, no job ahead"
+        "waiting for 3 CPU in 'a': 1 free, idle to borrow next pass, no job ahead"
     )
     assert plan(queues, cap, [], jobs).borrow == {2}
 
@@ -296,7 +321,7 @@ def test_no_preemption_when_the_cluster_has_room():
 
 
 def test_a_preempted_job_says_so_while_it_waits_again():
-    result = plan([Queue("a", Limit(cpu=0))], BIG, [], [job(1, "a", preempted=True)])
+    result = plan([fixed("a", Limit(cpu=0))], BIG, [], [job(1, "a", preempted=True)])
     assert result.waiting[1][0].startswith("preempted earlier; waiting for 1 CPU in 'a'")
 
 
@@ -364,3 +389,76 @@ def test_every_waiting_job_is_admitted_or_has_a_reason_and_a_distinct_position(s
             guaranteed = guaranteed + j.demand
     assert not exceeds(guaranteed, quota)
     assert not exceeds(everything, Limit(12, 10**6, {"V100": 5}))
+
+
+# -- guarantees that add up, borrowing and reclaim (issue 27) ----------------------------------
+
+
+def test_a_vc_without_a_quota_is_guaranteed_only_what_no_other_vc_guarantees():
+    """VC research guarantees 1 CPU of 2; default (no quota) filled the cluster with two 1-CPU
+    jobs: the first within default's share (2 - 1), the second borrowing. A research job is
+    admitted at once, and the borrower is preempted to make room."""
+    cap = Limit(2, 10**6, {})
+    queues = [Queue("default", Limit()), Queue("research", Limit(cpu=1))]
+    running = [
+        Running(1, "default", Resources(1), at(0)),
+        Running(2, "default", Resources(1), at(1), borrowing=True),
+    ]
+    result = plan(queues, cap, running, [job(3, "research", cpu=1)])
+    assert result.admit == [3] and result.borrow == set()
+    assert list(result.preempt) == [2]
+
+
+def test_default_fills_the_cluster_by_borrowing_beyond_its_share():
+    cap = Limit(2, 10**6, {})
+    queues = [Queue("default", Limit()), Queue("research", Limit(cpu=1))]
+    result = plan(queues, cap, [], [job(1, "default"), job(2, "default"), job(3, "default")])
+    assert result.admit == [1, 2] and result.borrow == {2}  # the second borrows research's CPU
+    assert result.waiting[3][0] == (
+        "waiting for 1 CPU in 'default': 0 free, 0 idle to borrow, no job ahead"
+    )
+
+
+def test_a_job_beyond_its_guarantee_borrows_idle_capacity_whatever_its_priority_class():
+    queues = [Queue("a", Limit(cpu=1)), Queue("b", Limit(cpu=3))]
+    result = plan(queues, Limit(4, 10**6, {}), [], [job(1, "a", cpu=3)])
+    assert result.admit == [1] and result.borrow == {1}
+
+
+def test_max_capacity_caps_what_a_vc_may_borrow():
+    queues = [Queue("a", Limit(cpu=1), max_capacity=50), Queue("b", Limit(cpu=3))]
+    cap = Limit(4, 10**6, {})
+    result = plan(queues, cap, [], [job(1, "a"), job(2, "a"), job(3, "a")])
+    assert result.admit == [1, 2] and result.borrow == {2}  # 2 of 4 CPUs: 50%
+    assert result.waiting[3][0] == (
+        "waiting for 1 CPU in 'a': 0 free, and 'a' may hold at most 50% of the cluster, "
+        "no job ahead"
+    )
+
+
+@given(
+    st.lists(st.integers(0, 4), min_size=1, max_size=4),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3)), max_size=30),
+)
+def test_guaranteed_jobs_never_exceed_their_vcs_guarantee_nor_the_cluster(quotas, jobs):
+    """Whatever the quotas (the last VC has none) and the jobs, what a pass guarantees fits
+    each VC's guarantee, their sum fits the cluster, and borrowers fit the idle rest."""
+    cap = Limit(sum(quotas) + 2, 10**6, {})
+    names = [f"vc{i}" for i in range(len(quotas))]
+    queues = [Queue(n, Limit(cpu=q)) for n, q in zip(names[:-1], quotas, strict=False)]
+    queues.append(Queue(names[-1], Limit()))
+    waiting = [job(i, names[v % len(names)], cpu=c) for i, (v, c) in enumerate(jobs)]
+    result = plan(queues, cap, [], waiting)
+    by_id = {w.id: w for w in waiting}
+    guaranteed: dict[str, int] = {}
+    total = 0
+    for i in result.admit:
+        total += by_id[i].demand.cpu
+        if i not in result.borrow:
+            guaranteed[by_id[i].vc] = guaranteed.get(by_id[i].vc, 0) + by_id[i].demand.cpu
+    assert total <= cap.cpu
+    for queue in queues[:-1]:
+        assert guaranteed.get(queue.name, 0) <= queue.quota.cpu
+    assert sum(guaranteed.values()) <= cap.cpu
+    rest = cap.cpu - sum(q.quota.cpu or 0 for q in queues[:-1])
+    assert guaranteed.get(names[-1], 0) <= max(rest, 0)

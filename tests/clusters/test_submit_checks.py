@@ -73,20 +73,37 @@ def test_an_unknown_virtual_cluster_gets_400_naming_it(alice):
     assert "no virtual cluster named 'nowhere'" in str(caught.value)
 
 
-def test_a_job_larger_than_the_quota_gets_400_saying_by_how_much(alice):
+def test_a_job_larger_than_its_guarantee_is_accepted_to_borrow_idle_room(alice):
+    """It was refused outright, even on an idle cluster (issue 27): beyond its guarantee a job
+    may borrow, so submit refuses only what the cluster could never hold."""
+    cluster(cpu=8)
     vc("research", alice, cpu=4, gpus={"V100": 2})
+    job = lifecycle.submit(alice, job_text("j", cpu=6), virtual_cluster="research")
+    assert job.resources["cpu"] == 6
+    with pytest.raises(lifecycle.SubmitError) as caught:
+        lifecycle.submit(alice, job_text("k", cpu=9), virtual_cluster="research")
+    assert caught.value.status == 400
+    assert "needs 9 CPU in total but the cluster has 8: 1 more" in str(caught.value)
+
+
+def test_a_job_beyond_its_vcs_max_capacity_gets_400_saying_by_how_much(alice):
+    cluster(cpu=8)
+    made = vc("research", alice, cpu=2)
+    made.max_capacity = 50
+    made.save()
     with pytest.raises(lifecycle.SubmitError) as caught:
         lifecycle.submit(alice, job_text("j", cpu=6), virtual_cluster="research")
-    assert caught.value.status == 400
-    assert "needs 6 CPU in total but 'research' guarantees 4: 2 more" in str(caught.value)
+    assert "needs 6 CPU in total but 'research' may hold at most 50% of it, 4: 2 more" in str(
+        caught.value
+    )
 
 
-def test_a_gpu_type_the_quota_lacks_gets_400(alice):
+def test_a_gpu_type_the_cluster_lacks_gets_400(alice):
     vc("research", alice, gpus={"V100": 2})
     text = job_text("j", gpu=1, hivedscheduler={"taskRoles": {"main": {"gpuType": "A100"}}})
     with pytest.raises(lifecycle.SubmitError) as caught:
         lifecycle.submit(alice, text, virtual_cluster="research")
-    assert "needs 1 GPU (A100) in total but 'research' guarantees 0: 1 more" in str(caught.value)
+    assert "needs 1 GPU (A100) in total but the cluster has 0: 1 more" in str(caught.value)
 
 
 def test_an_opportunistic_job_only_has_to_fit_the_cluster(alice):

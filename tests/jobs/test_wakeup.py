@@ -66,7 +66,7 @@ def test_a_tasks_end_is_applied_and_the_next_job_started_without_beat(
     """Through the real parts: the wrapper's file, ``watchcluster``, the broker and a worker.
     No pass runs in this process and no beat runs at all."""
     monkeypatch.setattr(wakeup, "send_reconcile", SEND_RECONCILE)
-    vc("solo", alice, cpu=1)  # room for one job at a time
+    vc("solo", alice, cpu=1, max_capacity=0)  # room for one job at a time: it borrows none
     with reconcile_worker_and_listener():
         first = lifecycle.submit(
             alice, job_text("first", command="sleep 1"), virtual_cluster="solo"
@@ -83,7 +83,7 @@ def test_a_tasks_end_is_applied_and_the_next_job_started_without_beat(
 def test_a_wake_up_settles_the_ended_job_and_launches_the_next_in_the_same_pass(
     alice, backend, clean_keys
 ):
-    vc("solo", alice, cpu=1)
+    vc("solo", alice, cpu=1, max_capacity=0)
     first = lifecycle.submit(alice, job_text("first", command="true"), virtual_cluster="solo")
     second = lifecycle.submit(alice, job_text("second", command="sleep 30"), virtual_cluster="solo")
     passes.reconcile(backend)
@@ -217,7 +217,7 @@ def test_beats_pass_left_to_a_running_pass_is_done_by_it(backend, clean_keys, mo
 def test_queue_positions_a_wake_up_leaves_unwritten_are_written_by_a_pass_it_asks_for(
     alice, backend, clean_keys, monkeypatch
 ):
-    vc("solo", alice, cpu=1)
+    vc("solo", alice, cpu=1, max_capacity=0)
     first = lifecycle.submit(alice, job_text("first", command="sleep 1"), virtual_cluster="solo")
     second = lifecycle.submit(alice, job_text("second", command="sleep 30"), virtual_cluster="solo")
     third = lifecycle.submit(alice, job_text("third", command="sleep 30"), virtual_cluster="solo")
