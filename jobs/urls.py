@@ -23,4 +23,5 @@ urlpatterns = [
     path(LOG, logs.download_log, name="log"),
     path(LOG + "view/", logs.view_log, name="log-view"),
     path(LOG + "tail/", logs.tail_log, name="log-tail"),
+    path(LOG + "search/", logs.search_log, name="log-search"),
 ]

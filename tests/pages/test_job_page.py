@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import re
+
 import pytest
 from django.test import Client
 
@@ -75,12 +78,51 @@ def test_a_live_task_log_asks_again(web, alice, backend):
     settle(backend, job)
 
 
+BIG_LOG = (
+    "seq 0 19999 | sed 's/.*/line & xxxxxxxxxxxxxxxxxxxx/'; "
+    "echo the needle is here; echo NEEDLE again"
+)
+
+
+def test_a_large_log_shows_its_tail_first_and_older_parts_on_demand(web, alice, backend):
+    settle(backend, lifecycle.submit(alice, hello_job(command=BIG_LOG)))
+    view = "/jobs/alice~hello/logs/0/main-0/stdout/view/"
+    page = html.unescape(web.get(view).content.decode())
+    assert "NEEDLE again" in page and "line 100 " not in page  # the last 32 KB only
+    older = re.search(r'href="\?tail=(\d+)" id="load-older"', page)
+    assert older and int(older.group(1)) == 4 * 32 * 1024
+    more = html.unescape(web.get(f"{view}?tail={older.group(1)}").content.decode())
+    assert "line 17000 " in more and "line 100 " not in more
+    whole = html.unescape(web.get(f"{view}?tail={16 * 1024 * 1024}").content.decode())
+    assert "line 0 " in whole and 'id="load-older"' not in whole  # all of it is shown
+
+
+def test_a_search_finds_lines_of_the_whole_log_with_their_numbers_secrets_masked(
+    web, alice, backend
+):
+    command = BIG_LOG + "; echo '<% $secrets.token %>'"
+    text = hello_job(command=command, secrets="{token: s3cr3t-search}")
+    settle(backend, lifecycle.submit(alice, text))
+    search = "/jobs/alice~hello/logs/0/main-0/stdout/search/"
+    page = html.unescape(web.get(search, {"q": "needle"}).content.decode())
+    assert "2 lines with “needle”" in page
+    assert '<span class="line-number">20001</span> the needle is here' in page
+    assert '<span class="line-number">20002</span> NEEDLE again' in page
+    first = html.unescape(web.get(search, {"q": "line 7 "}).content.decode())
+    assert '<span class="line-number">8</span> line 7 xxxx' in first  # beyond the tail too
+    masked = html.unescape(web.get(search, {"q": "s3cr3t"}).content.decode())
+    assert "0 lines with" in masked and "s3cr3t-search" not in masked.split("Search the")[0]
+    refused = web.get(search, {"q": ""})
+    assert refused.status_code == 400 and "q: 1 to 200 characters" in refused.content.decode()
+
+
 def test_another_user_gets_404_for_log_views(alice, bob, backend):
     settle(backend, lifecycle.submit(alice, hello_job()))
     client = Client()
     client.force_login(bob)
     assert client.get("/jobs/alice~hello/logs/0/main-0/stdout/view/").status_code == 404
     assert client.get("/jobs/alice~hello/logs/0/main-0/stdout/tail/").status_code == 404
+    assert client.get("/jobs/alice~hello/logs/0/main-0/stdout/search/?q=x").status_code == 404
     assert client.get("/jobs/alice~hello/ssh-key/").status_code == 404
 
 
