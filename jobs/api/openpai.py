@@ -66,9 +66,9 @@ def container_gpus(job: Job, role: str) -> str | None:
     return str(2 ** int(spec["resourcePerInstance"].get("gpu", 0)) - 1)
 
 
-def container_log(job: Job, task: Task, base_url: str) -> str:
-    """Where the task's stdout is read (OpenPAI gives its log manager's URL); "" before the
-    task has started."""
+def container_log(job: Job, task: Task, base_url: str, stream: str = "stdout") -> str:
+    """Where the task's ``stream`` is read (OpenPAI gives its log manager's URL); "" before
+    the task has started."""
     if not task.backend_ref:
         return ""
     path = reverse(
@@ -78,7 +78,7 @@ def container_log(job: Job, task: Task, base_url: str) -> str:
             "name": job.name,
             "attempt": task.attempt.number,
             "task": f"{task.role}-{task.index}",
-            "stream": "stdout",
+            "stream": stream,
         },
     )
     return base_url + path

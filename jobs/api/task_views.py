@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from clusters.registry import get_backend
 from jobs.access import job_for, job_view_for
-from jobs.api.openpai import api_base_url, task_detail
+from jobs.api.openpai import api_base_url, container_log, task_detail
 from jobs.api.serializers import TaskDetailSerializer, TaskLogListSerializer
 from jobs.models import Job, JobAttempt, Task
 from jobs.sshinfo import ssh_info, sshd_states
@@ -306,17 +306,9 @@ class TaskAttemptLogsView(APIView):
         if tail_mode not in ("true", "false"):
             raise serializers.ValidationError({"tail-mode": f"true or false, got {tail_mode!r}"})
         suffix = f"?tail={TAIL_MODE_BYTES}" if tail_mode == "true" else ""
-        locations = []
-        for stream in STREAMS:
-            path = reverse(
-                "api-task-log",
-                kwargs={
-                    "username": job.owner.username,
-                    "name": job.name,
-                    "attempt": attempt,
-                    "task": f"{role}-{index}",
-                    "stream": stream,
-                },
-            )
-            locations.append({"name": stream, "uri": request.build_absolute_uri(path) + suffix})
+        base = api_base_url(request)
+        locations = [
+            {"name": stream, "uri": container_log(job, row, base, stream) + suffix}
+            for stream in STREAMS
+        ]
         return Response({"locations": locations})
