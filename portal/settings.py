@@ -333,6 +333,19 @@ API_APPLICATION_TOKEN_SECONDS = env_int("API_APPLICATION_TOKEN_SECONDS", 10 * 36
 # exist (either way the login is rate-limited per address, API_RATE_ANON).
 API_LOGIN_HIDES_UNKNOWN_USERS = env_bool("API_LOGIN_HIDES_UNKNOWN_USERS", False)
 
+# Accounts kept by the lab's directory or single sign-on (portal.accounts.directory): which of
+# its groups the portal uses, as which portal group (ext=portal,...), and which make admins.
+DIRECTORY_GROUPS: dict[str, str] = {}
+for _pair in env_list("DIRECTORY_GROUPS", []):
+    _external, _sep, _portal = _pair.partition("=")
+    if not _sep or not _external.strip() or not _portal.strip():
+        raise ImproperlyConfigured(f"DIRECTORY_GROUPS: {_pair!r} is not directory=portal")
+    DIRECTORY_GROUPS[_external.strip()] = _portal.strip()
+DIRECTORY_ADMIN_GROUPS = env_list("DIRECTORY_ADMIN_GROUPS", [])
+# How long a directory's word that an account exists holds before a token or session of it is
+# trusted again only after asking the directory anew.
+DIRECTORY_RECHECK_SECONDS = env_float("DIRECTORY_RECHECK_SECONDS", 300.0, minimum=0.0)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

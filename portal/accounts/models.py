@@ -44,3 +44,23 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} token of {self.user_id}"
+
+
+class Account(models.Model):
+    """Where a user's account is kept: here (a password the portal stores) or in the lab's
+    directory (LDAP) or single sign-on (OIDC), whose groups set the user's portal groups and
+    admin right at each sign-in (accounts.directory). ``checked_at``: when the directory last
+    confirmed the account (an LDAP account is looked up again before a token or session of it
+    is trusted past ``DIRECTORY_RECHECK_SECONDS``)."""
+
+    LOCAL, LDAP, OIDC = "local", "ldap", "oidc"
+    SOURCES = [(LOCAL, "kept by the portal"), (LDAP, "LDAP directory"), (OIDC, "single sign-on")]
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="account"
+    )
+    source = models.CharField(max_length=8, choices=SOURCES, default=LOCAL)
+    checked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user_id} ({self.source})"
