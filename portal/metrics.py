@@ -7,9 +7,10 @@ scrape costs a fixed number of aggregate queries however many jobs there are
 (``QUERIES_PER_SCRAPE``). No label holds a job's or user's name: only virtual clusters' names
 and states, which every admin sees anyway and whose number is small.
 
-No request-latency histograms: they would need prometheus_client's multiprocess mode (a
-directory shared by every process, cleaned when one ends), which processes in separate
-containers (compose) do not share.
+The API's request latency is the one figure kept per process, in a histogram each web process
+adds to as it answers: where several serve (runportal), ``PROMETHEUS_MULTIPROC_DIR`` makes
+prometheus_client keep each process's counts in a file there, and a scrape adds them up (its
+multiprocess mode); one process alone (the image's daphne) keeps them in memory.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from __future__ import annotations
 import functools
 import hmac
 import ipaddress
-from collections.abc import Iterator
+import os
+import time
+from collections.abc import Callable, Iterator
 
 import redis
 from django.conf import settings
@@ -25,12 +28,19 @@ from django.db.models import Count, Max, Min, Q, Sum
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import Histogram
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from clusters.models import Node, VirtualCluster
-from jobs.lifecycle.passes import seconds_since_last_pass
+from jobs.lifecycle.passes import pass_figures, seconds_since_last_pass
 from jobs.models import Job, Task
 from jobs.states import LIVE_JOB_STATES, JobState, TaskState
 
@@ -143,6 +153,7 @@ class PortalCollector(Collector):
     def scheduler_metrics(self) -> Iterator[Metric]:
         try:
             age, ever_ran = seconds_since_last_pass()
+            passes, pass_seconds, backend_errors = pass_figures()
         except redis.exceptions.RedisError:
             yield GaugeMetricFamily("portal_redis_up", "Whether Redis answered.", value=0)
             return
@@ -163,10 +174,58 @@ class PortalCollector(Collector):
             "1 when pages show the 'scheduler has not run' banner (SCHEDULER_LATE_SECONDS).",
             value=1 if age >= settings.SCHEDULER_LATE_SECONDS else 0,
         )
+        # Kept in Redis by the passes, whichever worker ran them (since Redis started).
+        yield SummaryMetricFamily(
+            "portal_reconcile_pass_seconds",
+            "Reconcile passes ended and the seconds they took.",
+            count_value=passes,
+            sum_value=pass_seconds,
+        )
+        yield CounterMetricFamily(
+            "portal_backend_errors",
+            "Reconcile passes the backend failed (it did not answer, or kept refusing).",
+            value=backend_errors,
+        )
 
 
 REGISTRY = CollectorRegistry()
 REGISTRY.register(PortalCollector())
+API_SECONDS = Histogram(
+    "portal_api_request_duration_seconds",
+    "Seconds the API took to answer (until its response started), by method and route.",
+    ["method", "route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    registry=REGISTRY,
+)
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+API_ROOTS = ("/api/v1/", "/api/v2/")
+
+
+class ApiLatencyMiddleware:
+    """Times every API request Django resolved to a route (its pattern, not its path: a label
+    per job would grow without end); other methods are counted as ``other``."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = request.resolver_match
+        if match is not None and request.path_info.startswith(API_ROOTS):
+            method = request.method if request.method in METHODS else "other"
+            API_SECONDS.labels(method, match.route).observe(time.perf_counter() - started)
+        return response
+
+
+def scrape_registry() -> CollectorRegistry:
+    """Every web process's latency (multiprocess mode) with the shared state, or this one's."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return REGISTRY
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)
+    registry.register(PortalCollector())
+    return registry
 
 
 @functools.cache
@@ -202,7 +261,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     if reason is not None:
         return JsonResponse({"code": "Forbidden", "message": reason}, status=403)
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-    body = encoder(REGISTRY)
+    body = encoder(scrape_registry())
     response = HttpResponse(body, content_type=content_type)
     response["Cache-Control"] = "no-store"
     return response

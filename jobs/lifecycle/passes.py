@@ -18,7 +18,7 @@ import redis.backoff
 import redis.retry
 from django.conf import settings
 
-from clusters.backends.base import Backend
+from clusters.backends.base import Backend, BackendUnavailable
 from jobs import news, wakeup
 from jobs.lifecycle.admit import admit
 from jobs.lifecycle.cleanup import cleanup
@@ -35,6 +35,11 @@ LOCK_NAME = "portal:reconcile"
 MAX_PASSES = 5  # passes one task runs back to back while more is wanted
 LAST_RUN_KEY = "portal:reconcile:last-run-at"  # when the last pass ended (Unix time)
 FIRST_ASKED_KEY = "portal:reconcile:first-asked-at"  # when a page first asked, before any pass
+# What GET /metrics reads (portal.metrics): passes ended and their seconds in all (a summary's
+# count and sum, since Redis started), and passes the backend failed (BackendUnavailable).
+PASSES_KEY = "portal:reconcile:passes"
+PASS_SECONDS_KEY = "portal:reconcile:pass-seconds"  # noqa: S105 (a key, not a secret)
+BACKEND_ERRORS_KEY = "portal:reconcile:backend-errors"
 
 
 @contextmanager
@@ -72,7 +77,11 @@ def reconcile(backend: Backend, full: bool = False) -> PassReport:
             client.delete(WANTED_KEY)
             full = bool(client.delete(FULL_KEY))
             changes = wakeup.changed_tasks()
-            report = run_pass(backend, None if full else set(changes))
+            try:
+                report = run_pass(backend, None if full else set(changes))
+            except BackendUnavailable:
+                count_backend_error(client)
+                raise
             wakeup.forget_changed(changes)
         if not client.exists(WANTED_KEY):
             return report
@@ -87,6 +96,7 @@ def run_pass(backend: Backend, changed: Collection[str] | None = None) -> PassRe
     stopped). Either way capacity freed by what ended is used in the same pass: settle first,
     then admit and launch, then observe what was launched (so it shows running at once)."""
     report = PassReport()
+    started = time.monotonic()
     with news.gathered() as gathered:
         observe(backend, report, changed)
         # A wake-up settles the jobs of the tasks it was told of even when observing them
@@ -108,10 +118,21 @@ def run_pass(backend: Backend, changed: Collection[str] | None = None) -> PassRe
     if changed is None:
         cleanup(backend)
     try:
-        redis_client(settings.REDIS_URL).set(LAST_RUN_KEY, time.time())
+        with redis_client(settings.REDIS_URL).pipeline(transaction=False) as ended:
+            ended.set(LAST_RUN_KEY, time.time())
+            ended.incr(PASSES_KEY)
+            ended.incrbyfloat(PASS_SECONDS_KEY, time.monotonic() - started)
+            ended.execute()
     except redis.exceptions.RedisError:
         log.warning("could not record the end of the reconcile pass", exc_info=True)
     return report
+
+
+def count_backend_error(client: redis.Redis) -> None:
+    try:
+        client.incr(BACKEND_ERRORS_KEY)
+    except redis.exceptions.RedisError:
+        log.warning("could not count the backend's error", exc_info=True)
 
 
 def jobs_of(refs: Collection[str]) -> set[int]:
@@ -143,3 +164,12 @@ def seconds_since_last_pass() -> tuple[float, bool]:
         both.get(FIRST_ASKED_KEY)
         first = both.execute()[1]
     return max(0.0, time.time() - float(first)), False
+
+
+def pass_figures() -> tuple[int, float, int]:
+    """Passes ended, their seconds in all, and passes the backend failed, since Redis started
+    (GET /metrics). Raises ``RedisError`` when Redis does not answer."""
+    passes, seconds, errors = quick_client(settings.REDIS_URL).mget(
+        PASSES_KEY, PASS_SECONDS_KEY, BACKEND_ERRORS_KEY
+    )
+    return int(passes or 0), float(seconds or 0.0), int(errors or 0)

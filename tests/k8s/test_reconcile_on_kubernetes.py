@@ -6,10 +6,13 @@ import textwrap
 
 import kubernetes_validate
 import pytest
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
 from test_kubernetes_backend import running, terminated
 
+from clusters.backends.base import BackendUnavailable
 from jobs import lifecycle
-from jobs.lifecycle.passes import run_pass
+from jobs.lifecycle.passes import reconcile, run_pass
 from jobs.models import Job, Task
 from jobs.states import JobState, TaskState
 from tests.support.fake_cluster import FakeCluster, strings
@@ -210,8 +213,6 @@ def test_cleanup_keeps_recent_attempts_and_deletes_old_and_unknown_ones(
 def test_a_storm_of_refused_creates_leaves_the_job_to_launch_later(
     alice, k8s, cluster: FakeCluster, storm: int
 ):
-    from clusters.backends.base import BackendUnavailable
-
     job = lifecycle.submit(alice, JOB)
     cluster.create_fault = storm  # every create, every retry of it
     with pytest.raises(BackendUnavailable, match=f"HTTP {storm}"):
@@ -293,3 +294,30 @@ def test_an_invalid_image_name_fails_the_task_at_once(alice, k8s, cluster: FakeC
     task = tasks_of(job)["worker-1"]
     assert (task.state, task.exit_spec["id"]) == (TaskState.FAILED, "image-pull")
     assert message in task.diagnostics
+
+
+def test_metrics_count_the_passes_and_those_the_backend_failed(alice, k8s, cluster: FakeCluster):
+    def figures() -> dict[str, float]:
+        body = Client().get("/metrics").content.decode()
+        return {
+            sample.name: sample.value
+            for family in text_string_to_metric_families(body)
+            for sample in family.samples
+            if sample.name.startswith(("portal_reconcile_pass_seconds", "portal_backend_errors"))
+        }
+
+    before = figures()
+    lifecycle.submit(alice, JOB)
+    cluster.create_fault = 503
+    with pytest.raises(BackendUnavailable):
+        reconcile(k8s)
+    cluster.create_fault = None
+    reconcile(k8s)
+    after = figures()
+    assert after["portal_backend_errors_total"] == before["portal_backend_errors_total"] + 1
+    # The failed pass ended in no figure; the next one did, and took some time.
+    assert (
+        after["portal_reconcile_pass_seconds_count"]
+        >= before["portal_reconcile_pass_seconds_count"] + 1
+    )
+    assert after["portal_reconcile_pass_seconds_sum"] > before["portal_reconcile_pass_seconds_sum"]

@@ -104,7 +104,7 @@ def test_metrics_name_no_job_or_user_only_virtual_clusters_and_states(alice):
     assert "alice" not in body
     assert "hunter2" not in body
     labels = {name for name in re.findall(r"[{,](\w+)=", body)}
-    assert labels <= {"virtual_cluster", "state"}
+    assert labels <= {"virtual_cluster", "state", "method", "route", "le"}
 
 
 def test_metrics_say_how_long_since_the_last_reconcile_pass(settings, alice):
@@ -223,7 +223,11 @@ def test_the_grafana_dashboard_reads_only_metrics_the_endpoint_exports(alice):
     job = lifecycle.submit(alice, hello_job("one"))
     with_task(job, "RUNNING", started=True, ended=False)
     Node.objects.get_or_create(name="n1")
-    exported = set(scrape())
+    client = Client()
+    client.force_login(alice)
+    assert client.get("/api/v2/jobs").status_code == 200  # the latency histogram has samples
+    body = Client().get("/metrics").content.decode()
+    exported = set(scrape()) | {name for name, _ in samples_named(body)}
     dashboard = json.loads(DASHBOARD.read_text())
     assert dashboard["__inputs"][0]["name"] == "DS_PROMETHEUS"
     exprs = [
@@ -241,5 +245,40 @@ def test_the_grafana_dashboard_reads_only_metrics_the_endpoint_exports(alice):
         assert names, f"{title}: {expr} reads no portal metric"
         assert names <= exported, f"{title}: {names - exported} not exported"
     titles = " ".join(panel["title"] for panel in dashboard["panels"]).lower()
-    for topic in ("jobs by state", "waiting jobs per", "oldest waiting", "running tasks", "pass"):
+    for topic in (
+        "jobs by state",
+        "waiting jobs per",
+        "oldest waiting",
+        "running tasks",
+        "pass",
+        "api latency",
+        "backend errors",
+    ):
         assert topic in titles
+
+
+def samples_named(body: str) -> dict[tuple[str, tuple], float]:
+    """Every sample by its own name (``x_count``, ``x_sum``, ``x_bucket``) and sorted labels."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+    }
+
+
+def test_metrics_time_the_api_by_route_not_by_path(alice):
+    client = Client()
+    client.force_login(alice)
+    route = (("method", "GET"), ("route", "api/v2/jobs/<username:username>~<str:name>"))
+    count = ("portal_api_request_duration_seconds_count", route)
+    before = samples_named(Client().get("/metrics").content.decode()).get(count, 0)
+    job = lifecycle.submit(alice, hello_job("timed"))
+    for _ in range(3):
+        assert client.get(f"/api/v2/jobs/alice~{job.name}").status_code == 200
+    client.get("/jobs/")  # a page: not the API's
+    after = samples_named(Client().get("/metrics").content.decode())
+    assert after[count] == before + 3
+    assert after[("portal_api_request_duration_seconds_sum", route)] > 0
+    assert not any(
+        "timed" in value for _, labels in after for _, value in labels
+    )  # no label holds the path

@@ -63,7 +63,7 @@ def alive(pid: int) -> bool:
 def answers(url: str) -> bool:
     try:
         return requests.get(url, timeout=5).status_code == 200
-    except requests.ConnectionError:
+    except (requests.ConnectionError, requests.Timeout):  # not up, or still loading Django
         return False
 
 
@@ -240,3 +240,33 @@ def test_runportal_refuses_to_start_beside_a_redis_tasks_could_use(tmp_path, red
         [sys.executable, "manage.py", "check"], cwd=ROOT, env=allowed, capture_output=True
     )
     assert check.returncode == 0, check.stderr
+
+
+def test_the_api_latency_in_metrics_adds_up_every_web_process(tmp_path):
+    """Two daphnes answer on one socket; a scrape, answered by either, counts the requests
+    both answered (prometheus_client's multiprocess mode, in files under var/metrics)."""
+    portal, output, port = start_runportal(tmp_path, web_processes=2)
+    try:
+        output.wait_for(r"The portal is up")
+        base = f"http://127.0.0.1:{port}"
+        wait_for(lambda: answers(f"{base}/api/v2/authn/info"))
+        before = api_count(base, "api/v2/authn/info")
+        for _ in range(30):  # a connection each: the kernel hands them to either process
+            assert requests.get(f"{base}/api/v2/authn/info", timeout=10).status_code == 200
+        assert api_count(base, "api/v2/authn/info") == before + 30
+        assert len(list((tmp_path / "metrics").glob("histogram_*.db"))) == 2
+    finally:
+        portal.send_signal(signal.SIGTERM)
+        portal.wait(60)
+
+
+def api_count(base: str, route: str) -> float:
+    """GET /metrics' count of the API's GET requests to ``route``."""
+    wanted = f'portal_api_request_duration_seconds_count{{method="GET",route="{route}"}}'
+    counts = [
+        float(line.split()[-1])
+        for line in requests.get(f"{base}/metrics", timeout=10).text.splitlines()
+        if line.startswith(wanted + " ")
+    ]
+    assert len(counts) == 1, counts
+    return counts[0]

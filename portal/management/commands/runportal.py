@@ -111,6 +111,14 @@ def daphne_command(fd: int) -> list[str]:
     return [sys.executable, "-m", "daphne", "--fd", str(fd), "portal.asgi:application"]
 
 
+def metrics_files(folder: Path) -> None:
+    """Where the web processes keep their API latency counts for GET /metrics (portal.metrics:
+    prometheus_client's multiprocess mode), emptied at each start as its docs ask."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)  # the children inherit it
+
+
 def listen(host: str, port: int) -> socket.socket:
     """The web servers' one listening socket, inherited by each (``daphne --fd``)."""
     sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else -1)
@@ -214,6 +222,7 @@ class Command(BaseCommand):
         host, port = options["host"], options["port"]
         os.environ["PORT"] = str(port)  # the port tasks may reach (the backend's firewall)
         processes = web_processes()
+        metrics_files(settings.VAR_DIR / "metrics")
         web_socket = listen(host, port)  # held open here for as long as the children may start
         children += portal_processes(web_socket, processes)
         self.stdout.write(f"web: {processes} daphne process(es) on {host}:{port}")
