@@ -46,7 +46,8 @@ def sample(backend: Backend, now: datetime | None = None) -> int:
     """One sample of every running task, in three queries whatever their number (the tasks,
     their previous samples, one insert); the number of rows written. CPU is the cores used
     since the previous sample, from the backend's cumulative CPU seconds (none for a task's
-    first sample, or after its counter restarted: a retry runs in a new cgroup)."""
+    first sample, or after its counter restarted: a retry runs in a new cgroup), or the cores
+    the backend measured itself over its own window (Kubernetes' metrics API)."""
     if not isinstance(backend, SupportsUsage):
         return 0
     now = now or timezone.now()
@@ -71,7 +72,9 @@ def sample(backend: Backend, now: datetime | None = None) -> int:
             TaskUsage(
                 task=task,
                 time=now,
-                cpu=_rate(previous.get(task.id), usage.cpu_seconds, now),
+                cpu=usage.cpu_cores
+                if usage.cpu_cores is not None
+                else _rate(previous.get(task.id), usage.cpu_seconds, now),
                 cpu_seconds=usage.cpu_seconds,
                 memory_bytes=usage.memory_bytes,
                 gpu_util=usage.gpu_util,

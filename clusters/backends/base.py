@@ -264,6 +264,9 @@ class Usage:
     memory_bytes: int | None = None
     gpu_util: float | None = None  # percent, 0-100
     gpu_memory_bytes: int | None = None
+    # Or, instead of cpu_seconds, the cores used over a window the backend chose itself
+    # (Kubernetes' metrics API).
+    cpu_cores: float | None = None
 
 
 @runtime_checkable

@@ -55,13 +55,17 @@ def test_the_deployment_manifests_validate():
 
 def test_the_role_grants_only_what_the_backend_uses():
     (role,) = (doc for doc in deploy_documents() if doc["kind"] == "Role")
-    granted = {(res, verb) for rule in role["rules"] for res in rule["resources"]
-               for verb in rule["verbs"]}  # fmt: skip
-    assert ("pods", "deletecollection") in granted
-    assert ("pods/exec", "create") in granted
-    assert ("pods", "watch") in granted  # watchcluster
-    assert not any(verb in ("*", "update") for _, verb in granted)
-    assert {res for res, verb in granted if verb == "watch"} == {"pods"}
+    granted = {(group, res, verb) for rule in role["rules"] for group in rule["apiGroups"]
+               for res in rule["resources"] for verb in rule["verbs"]}  # fmt: skip
+    assert ("", "pods", "deletecollection") in granted
+    assert ("", "pods/exec", "create") in granted
+    assert ("", "pods", "watch") in granted  # watchcluster
+    assert ("metrics.k8s.io", "pods", "list") in granted  # task usage (jobs.usage)
+    assert {(group, verb) for group, _, verb in granted if group == "metrics.k8s.io"} == {
+        ("metrics.k8s.io", "list")
+    }
+    assert not any(verb in ("*", "update") for _, _, verb in granted)
+    assert {(group, res) for group, res, verb in granted if verb == "watch"} == {("", "pods")}
 
 
 def test_each_worker_pod_runs_the_pod_watcher_beside_the_worker():

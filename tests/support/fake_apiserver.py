@@ -3,7 +3,9 @@ for the backend's tests and the benchmarks.
 
 It serves the REST paths the official client calls for core/v1 pods, services, configmaps and
 secrets (create, read, list and watch with a label selector, delete, delete collection), nodes,
-pod logs and pod exec (a tiny shell over the WebSocket stream), and behaves as the real server:
+pod logs and pod exec (a tiny shell over the WebSocket stream), the metrics API's pod metrics
+(metrics-server's ``PodMetricsList``, or its 404 when it is not installed), and behaves as the
+real server:
 
 - every change takes the next ``resourceVersion``; a list carries the version it is at, and a
   watch from a version sends every change after it (``ADDED``, ``MODIFIED``, ``DELETED``), with
@@ -46,6 +48,7 @@ import orjson
 from tests.support.fake_cluster import KINDS, Event, ExecRecord, FakeCluster, Fault, copy
 from tests.support.k8s_rules import SelectorError, parse_selector, selects, status
 
+_POD_METRICS = re.compile(r"/apis/metrics\.k8s\.io/v1beta1/namespaces/([^/]+)/pods")
 _NAMESPACED = re.compile(r"/api/v1/namespaces/([^/]+)/(\w+)(?:/([^/]+))?(?:/(log|exec))?")
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 # What the server speaks, best first; it takes the first of the client's list it knows.
@@ -107,6 +110,9 @@ class Handler(BaseHTTPRequestHandler):
                                  "metadata": {"resourceVersion": version},
                                  "items": cluster.nodes})  # fmt: skip
             return
+        if (metrics := _POD_METRICS.fullmatch(path)) and method == "GET":
+            self.send_pod_metrics(metrics.group(1), query.get("labelSelector", ""))
+            return
         match = _NAMESPACED.fullmatch(path)
         if not match or match.group(2) not in KINDS:
             self.send_json(404, status(404, "NotFound", path))
@@ -141,6 +147,18 @@ class Handler(BaseHTTPRequestHandler):
             for obj in gone:
                 cluster.delete(kind, ns, obj["metadata"]["name"], grace)
             self.send_json(200, {"kind": KINDS[kind] + "List", "apiVersion": "v1", "items": gone})
+
+    def send_pod_metrics(self, ns: str, selector: str) -> None:
+        """The metrics API's PodMetricsList; without metrics-server, the aggregator's 404."""
+        cluster = self.cluster
+        if not cluster.metrics_api:
+            reason = "the server could not find the requested resource"
+            self.send_json(404, status(404, "NotFound", reason))
+            return
+        with cluster.lock:
+            items = cluster.pod_metrics(ns, selector)
+        self.send_json(200, {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1",
+                             "metadata": {}, "items": items})  # fmt: skip
 
     def send_found(self, obj: dict[str, Any] | None, kind: str, name: str) -> None:
         if obj is None:

@@ -90,6 +90,10 @@ class FakeCluster:
         self.bookmarks = 0  # bumped to send every watch that asked for them a bookmark
         self.watching = 0  # watches open now
         self.watch_queries: list[dict[str, str]] = []  # the query of every watch asked for
+        # The metrics API (metrics-server): whether it is installed, and what each pod's
+        # containers use as it last scraped them ((namespace, pod) -> container -> usage).
+        self.metrics_api = True
+        self.usage: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
 
     # -- what tests drive --------------------------------------------------------------------
 
@@ -158,6 +162,33 @@ class FakeCluster:
             kind = "MODIFIED" if key in self.objects else "ADDED"
             self.objects[key] = pod
             self.record(kind, "pods", namespace, pod)
+
+    def set_usage(
+        self, name: str, containers: dict[str, dict[str, str]], namespace: str = "default"
+    ) -> None:
+        """What metrics-server scraped of a pod's containers: ``{"main": {"cpu": "250m",
+        "memory": "100Mi"}}``."""
+        with self.lock:
+            self.usage[(namespace, name)] = containers
+
+    def pod_metrics(self, ns: str, selector: str) -> list[dict[str, Any]]:
+        """PodMetrics as metrics-server lists them: only running pods it has scraped, with the
+        pod's labels (a label selector works on them), cpu in nanocores, memory in Ki."""
+        items = []
+        for pod in self.select("pods", ns, selector):
+            meta = pod["metadata"]
+            scraped = self.usage.get((ns, meta["name"]))
+            if scraped is None or (pod.get("status") or {}).get("phase") != "Running":
+                continue
+            items.append({
+                "metadata": {"name": meta["name"], "namespace": ns,
+                             "labels": meta.get("labels") or {},
+                             "creationTimestamp": timestamp(self.now())},
+                "timestamp": timestamp(self.now() - 5), "window": "10.5s",
+                "containers": [{"name": container, "usage": usage}
+                               for container, usage in scraped.items()],
+            })  # fmt: skip
+        return items
 
     # -- what the server does ----------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from clusters.backends.base import (
     TaskLaunch,
     TaskPhase,
     TaskShape,
+    Usage,
     WatchedChanges,
 )
 from clusters.backends.kubernetes import manifests as m
@@ -43,6 +44,7 @@ from clusters.backends.kubernetes.observe import (
     debug_keep_until,
     node_capacities,
     observe_pod,
+    pod_usage,
 )
 from clusters.backends.kubernetes.terminal import SHELL_COMMAND, ExecSession, open_exec
 from clusters.backends.kubernetes.watch import PodWatch
@@ -66,6 +68,8 @@ class KubernetesBackend:
     ) -> None:
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)  # the metrics API's pod metrics
+        self._metrics_missing = False  # said once in the log, not every sample
         self.options = options or m.K8sOptions()
         self.retry = retry or RetryPolicy()
         self._roots: dict[str, str] = {}  # attempt key -> uid of its Service
@@ -172,6 +176,39 @@ class KubernetesBackend:
             ):
                 self._give_up(name)
         return seen
+
+    def usage(self, refs: list[str]) -> dict[str, Usage]:
+        """What each running pod of ``refs`` uses, from the metrics API (metrics-server, what
+        ``kubectl top`` reads): one list of the portal's pods' metrics (``SupportsUsage``).
+        A cluster without it answers 404: no figures, said once in the log."""
+        if not refs:
+            return {}
+        try:
+            response = self._call(
+                "list pod metrics",
+                self.custom.list_namespaced_custom_object,
+                "metrics.k8s.io",
+                "v1beta1",
+                self.namespace,
+                "pods",
+                label_selector=m.SELECTOR,
+                _preload_content=False,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            if not self._metrics_missing:
+                log.warning("no metrics API (metrics-server) in the cluster: no task usage")
+            self._metrics_missing = True
+            return {}
+        self._metrics_missing = False
+        items = body(response).get("items") or []
+        by_name = {item["metadata"]["name"]: item for item in items}
+        return {
+            ref: pod_usage(by_name[name])
+            for ref in refs
+            if (name := ref.rpartition("/")[2]) in by_name
+        }
 
     def pod_watch(self, stop: threading.Event | None = None) -> PodWatch:
         """A list-then-watch of the portal's pods (``watch.PodWatch``)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity as _parse
 
-from clusters.backends.base import Capacity, Observation, TaskPhase
+from clusters.backends.base import Capacity, Observation, TaskPhase, Usage
 from clusters.backends.exits import describe_exit
 
 Pod = dict[str, Any]
@@ -165,6 +165,17 @@ def _time(value: str | None) -> datetime | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def pod_usage(metrics: dict[str, Any]) -> Usage:
+    """A pod's usage from its PodMetrics (the metrics API): its containers' cores, averaged
+    by metrics-server over its window, and their working set summed. The API has no GPUs."""
+    cpu, memory = Decimal(0), Decimal(0)
+    for container in metrics.get("containers") or []:
+        usage = container.get("usage") or {}
+        cpu += parse_quantity(usage.get("cpu", "0"))
+        memory += parse_quantity(usage.get("memory", "0"))
+    return Usage(cpu_cores=round(float(cpu), 3), memory_bytes=int(memory))
 
 
 def parse_quantity(text: str) -> Decimal:
