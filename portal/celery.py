@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 from celery import Celery
@@ -12,6 +13,29 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# Beat's routine samplers: their "received" and "succeeded" lines, two every 5 s, buried what
+# make run prints worth reading. Their failures are still logged (as errors).
+ROUTINE_TASKS = frozenset(
+    {"jobs.tasks.sample_usage", "clusters.tasks.sample_vc_usage", "clusters.tasks.refresh_capacity"}
+)
+
+
+def not_routine(record: logging.LogRecord) -> bool:
+    """False for the worker's INFO lines about a routine task: Celery passes the context of
+    "received" and "succeeded" as ``extra={"data": ...}`` (for handlers like this one), the
+    task's name first in the arguments of "Discarding revoked task" (one that expired)."""
+    data = getattr(record, "data", None)
+    if isinstance(data, dict):
+        name = data.get("name")
+    else:
+        name = record.args[0] if isinstance(record.args, tuple) and record.args else None
+    return not (name in ROUTINE_TASKS and record.levelno <= logging.INFO)
+
+
+# "received"; "succeeded"; "Discarding revoked task" (expired while the worker was busy).
+for _name in ("celery.worker.strategy", "celery.app.trace", "celery.worker.request"):
+    logging.getLogger(_name).addFilter(not_routine)
 
 
 @app.on_after_finalize.connect

@@ -68,7 +68,7 @@ def answers(url: str) -> bool:
 
 
 def start_runportal(
-    tmp_path: Path, web_processes: int
+    tmp_path: Path, web_processes: int, **extra_env: str
 ) -> tuple[subprocess.Popen[str], Output, int]:
     """``manage.py runportal`` on SQLite under ``tmp_path``, on a free port, without REDIS_URL
     (it starts a private redis-server of its own) and without the task firewall, as an ordinary
@@ -82,6 +82,7 @@ def start_runportal(
         "SECRET_KEY": "runportal-test",
         "PORTAL_ADMIN_PASSWORD": "runportal-test-pw",
         "WEB_PROCESSES": str(web_processes),
+        **extra_env,
     }
     port = free_port()
     portal = subprocess.Popen(
@@ -245,7 +246,7 @@ def test_runportal_refuses_to_start_beside_a_redis_tasks_could_use(tmp_path, red
 def test_the_api_latency_in_metrics_adds_up_every_web_process(tmp_path):
     """Two daphnes answer on one socket; a scrape, answered by either, counts the requests
     both answered (prometheus_client's multiprocess mode, in files under var/metrics)."""
-    portal, output, port = start_runportal(tmp_path, web_processes=2)
+    portal, output, port = start_runportal(tmp_path, web_processes=2, USAGE_SAMPLE_SECONDS="1")
     try:
         output.wait_for(r"The portal is up")
         base = f"http://127.0.0.1:{port}"
@@ -254,6 +255,13 @@ def test_the_api_latency_in_metrics_adds_up_every_web_process(tmp_path):
         for _ in range(30):  # a connection each: the kernel hands them to either process
             assert requests.get(f"{base}/api/v2/authn/info", timeout=10).status_code == 200
         assert api_count(base, "api/v2/authn/info") == before + 30
+        # Beat sends sample_usage every second; the worker runs it without a line about it.
+        output.wait_for(r"celery@\S+ ready")
+        time.sleep(4)
+        while not output.lines.empty():
+            output.seen.append(output.lines.get())
+        banner = "  . jobs.tasks.sample_usage\n"  # the worker's list of its tasks
+        assert not [line for line in output.seen if "sample_usage" in line and line != banner]
         assert len(list((tmp_path / "metrics").glob("histogram_*.db"))) == 2
     finally:
         portal.send_signal(signal.SIGTERM)
