@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from clusters.capacity import cluster_capacity
 from clusters.models import VirtualCluster
-from clusters.quota import Limit, Resources, quota_of, resources_of
+from clusters.quota import Limit, Resources, guarantee, quota_of, resources_of, unguaranteed
 from jobs.models import Job
 from jobs.states import JobState
 
@@ -17,6 +17,7 @@ class Bar:
     used: int
     guaranteed: int | None
     total: int
+    shared: bool = False  # ``guaranteed`` is the rest no VC guarantees, shared (clusters.quota)
 
     def percent(self, value: int | None) -> int:
         top = max(self.total, self.guaranteed or 0, self.used, 1)
@@ -39,29 +40,45 @@ class VCView:
     borrowed: Resources = field(default_factory=Resources)
     running: int = 0
     waiting: int = 0
+    shared: Limit = field(default_factory=Limit)  # the rest no VC guarantees (unguaranteed)
 
     def bars(self, capacity: Limit) -> list[Bar]:
-        gpus = self.quota.gpus or {}
+        """Use against the guarantee, per resource: the quota where one is set, else the share
+        of the rest no VC guarantees, which this VC holds with every VC that sets none."""
+        quota = self.quota
+        promised = guarantee(quota, self.shared)
+        gpus = promised.gpus or {}
         types = sorted(set(gpus) | set(capacity.gpus or {}) | set(self.used.gpus))
         rows = [
-            Bar("CPU", self.used.cpu, self.quota.cpu, capacity.cpu or 0),
-            Bar("memory (MB)", self.used.memory_mb, self.quota.memory_mb, capacity.memory_mb or 0),
+            Bar("CPU", self.used.cpu, promised.cpu, capacity.cpu or 0, quota.cpu is None),
+            Bar(
+                "memory (MB)",
+                self.used.memory_mb,
+                promised.memory_mb,
+                capacity.memory_mb or 0,
+                quota.memory_mb is None,
+            ),
         ]
         for kind in types:
-            guaranteed = None if self.quota.gpus is None else gpus.get(kind, 0)
+            guaranteed = None if promised.gpus is None else gpus.get(kind, 0)
             total = (capacity.gpus or {}).get(kind, 0)
-            rows.append(
-                Bar(f"GPU ({kind or 'any type'})", self.used.gpus.get(kind, 0), guaranteed, total)
-            )
+            used = self.used.gpus.get(kind, 0)
+            label = f"GPU ({kind or 'any type'})"
+            rows.append(Bar(label, used, guaranteed, total, quota.gpus is None))
         return rows
 
 
 def overview(names: list[str] | None = None) -> tuple[list[VCView], Limit]:
-    """Every virtual cluster (or those named) with its use; three queries in all."""
-    vcs = VirtualCluster.objects.all()
-    if names is not None:
-        vcs = vcs.filter(name__in=names)
-    views = {vc.id: VCView(vc, quota_of(vc)) for vc in vcs}
+    """Every virtual cluster (or those named) with its use; three queries in all (every VC is
+    read: the rest no VC guarantees depends on them all)."""
+    capacity = cluster_capacity()
+    every = list(VirtualCluster.objects.all())
+    shared = unguaranteed((quota_of(vc) for vc in every), capacity)
+    views = {
+        vc.id: VCView(vc, quota_of(vc), shared=shared)
+        for vc in every
+        if names is None or vc.name in names
+    }
     live = Job.objects.filter(
         virtual_cluster_id__in=list(views),
         state__in=[JobState.WAITING, JobState.RUNNING, JobState.STOPPING],
@@ -77,7 +94,7 @@ def overview(names: list[str] | None = None) -> tuple[list[VCView], Limit]:
             view.borrowed = view.borrowed + need
         else:
             view.used = view.used + need
-    return list(views.values()), cluster_capacity()
+    return list(views.values()), capacity
 
 
 def guaranteed_sum(quotas: dict[str, Limit]) -> Resources:

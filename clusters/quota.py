@@ -226,12 +226,11 @@ class Running:
     borrowing: bool = False
 
 
-def unguaranteed(queues: Iterable[Queue], capacity: Limit) -> Limit:
+def unguaranteed(quotas: Iterable[Limit], capacity: Limit) -> Limit:
     """What no VC guarantees: the capacity less every quota set, per resource (never below 0);
     the VCs without a quota of that resource share it."""
     cpu, memory, gpus = capacity.cpu, capacity.memory_mb, dict(capacity.gpus or {})
-    for queue in queues:
-        quota = queue.quota
+    for quota in quotas:
         cpu = None if cpu is None else cpu - (quota.cpu or 0)
         memory = None if memory is None else memory - (quota.memory_mb or 0)
         for kind, count in (quota.gpus or {}).items():
@@ -292,7 +291,7 @@ def plan(
 ) -> Plan:
     """Decide one admission pass; see the module's rules."""
     by_name = {q.name: q for q in queues}
-    shared = unguaranteed(by_name.values(), capacity)
+    shared = unguaranteed((q.quota for q in by_name.values()), capacity)
     result = Plan()
     used: dict[str, Resources] = defaultdict(Resources)
     borrowed: dict[str, Resources] = defaultdict(Resources)  # per VC, by its borrowers

@@ -21,6 +21,18 @@ def test_the_list_shows_bars_for_each_virtual_cluster(client, alice):
     assert "0 used / 2 guaranteed / 4 total" in page
 
 
+def test_a_vc_without_a_quota_is_shown_the_shared_rest_it_is_guaranteed(client, alice):
+    cluster(cpu=8, gpus={"V100": 4})
+    vc("research", alice, cpu=3, gpus={"V100": 1})
+    client.force_login(alice)
+    page = client.get("/virtual-clusters/default/").content.decode()
+    assert "0 used / 5 guaranteed, shared (what no VC guarantees) / 8 total" in page
+    assert "0 used / 3 guaranteed, shared (what no VC guarantees) / 4 total" in page  # V100
+    assert "no limit" not in page
+    research = client.get("/virtual-clusters/research/").content.decode()
+    assert "0 used / 3 guaranteed / 8 total" in research  # its own quota, not shared
+
+
 def test_the_detail_shows_the_queue_in_order_and_the_members(client, alice):
     vc("research", alice, cpu=1)
     lifecycle.submit(alice, job_text("j1"), virtual_cluster="research")
