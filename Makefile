@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck bench install assets chromium sshd bubblewrap nftables charliecloud \
-	vm-tools docker clean constraints
+	vm-tools docker slapd oidc-provider clean constraints
 
 # constraints.txt pins every package to the version the tests passed with (see pyproject.toml).
 $(STAMP): pyproject.toml constraints.txt
@@ -69,11 +69,31 @@ sshd:
 	@test -x /usr/sbin/sshd || (apt-get update && apt-get install -y openssh-server && \
 		(invoke-rc.d ssh stop >/dev/null 2>&1 || :))
 
+# tests/accounts sign in against Debian's OpenLDAP server, slapd, that they start on a port of
+# their own (ldap-utils' ldapmodify changes its directory). Installing the package must not
+# leave a system slapd running: Docker's policy-rc.d forbids the start; elsewhere it is stopped
+# and disabled again.
+slapd:
+	@test -x /usr/sbin/slapd -a -x /usr/bin/ldapmodify || (apt-get update && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends slapd \
+		ldap-utils && (invoke-rc.d slapd stop >/dev/null 2>&1 || :) && \
+		(update-rc.d slapd disable >/dev/null 2>&1 || :))
+
+# tests/accounts and tests/browser sign in through a real OpenID Connect provider: panva's
+# oidc-provider (OpenID Certified) under Node, from tests/support/oidc-provider's own
+# package.json and lock (not the portal's assets, which `make install` puts in node_modules).
+OIDC_PROVIDER := tests/support/oidc-provider
+$(OIDC_PROVIDER)/node_modules/.installed: $(OIDC_PROVIDER)/package.json $(OIDC_PROVIDER)/package-lock.json
+	cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+oidc-provider: $(OIDC_PROVIDER)/node_modules/.installed
+
 ## Set up everything and run the whole test suite (PostgreSQL when DATABASE_URL is set).
 # Tests get a Redis database of their own, as Django gives them test_<name> in PostgreSQL: a
 # portal running on this machine shares no broker queue, lock or counter with them.
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/9
-test: install chromium sshd charliecloud vm-tools docker
+test: install chromium sshd charliecloud vm-tools docker slapd oidc-provider
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy

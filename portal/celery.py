@@ -62,3 +62,8 @@ def schedule_reconcile(sender: Celery, **kwargs: object) -> None:
         name="sample virtual clusters' use",
         expires=50.0,
     )
+    # Alerts (notify.sweep): unsent ones sent, long waits and the portal's alerts found.
+    sweep = settings.NOTIFY_SWEEP_SECONDS
+    sender.add_periodic_task(
+        sweep, sender.signature("notify.tasks.sweep"), name="sweep alerts", expires=sweep * 0.9
+    )

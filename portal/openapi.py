@@ -26,8 +26,13 @@ class LoggedInSerializer(serializers.Serializer[dict[str, object]]):
 
 
 class AuthnInfoSerializer(serializers.Serializer[dict[str, object]]):
-    authnMethod = serializers.CharField()
-    loginPath = serializers.CharField()
+    # OpenPAI's (rest-server routes/authn.js): "basic" or "OIDC", where and how to sign in.
+    authn_type = serializers.ChoiceField(choices=["basic", "OIDC"])
+    loginURI = serializers.CharField()
+    loginURIMethod = serializers.ChoiceField(choices=["get", "post"])
+    logoutURI = serializers.CharField(required=False, help_text="with OIDC: sign-out")
+    authnMethod = serializers.ChoiceField(choices=["basic", "OIDC"])
+    loginPath = serializers.CharField(help_text="the password login (local and LDAP accounts)")
 
 
 class TokenDetailSerializer(serializers.Serializer[dict[str, object]]):

@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "portal.accounts",
     "clusters",
     "jobs",
+    "notify",  # alerts by e-mail and webhook; jobs, clusters and portal never import it
 ]
 
 MIDDLEWARE = [
@@ -347,6 +348,105 @@ DIRECTORY_ADMIN_GROUPS = env_list("DIRECTORY_ADMIN_GROUPS", [])
 # trusted again only after asking the directory anew.
 DIRECTORY_RECHECK_SECONDS = env_float("DIRECTORY_RECHECK_SECONDS", 300.0, minimum=0.0)
 
+# Sign-in with the lab's LDAP directory (portal.accounts.ldap, README "LDAP sign-in"): on when
+# LDAP_SERVER_URI is set (ldap://host, ldaps://host:636). The portal binds as LDAP_BIND_DN
+# (empty: anonymously) to find the entry LDAP_USER_FILTER names under LDAP_USER_SEARCH_BASE
+# ({username}: the name typed, escaped; a filter that leaves out disabled accounts makes them
+# count as removed), then checks the password by binding as that entry.
+LDAP_SERVER_URI = env_str("LDAP_SERVER_URI", "")
+LDAP_BIND_DN = env_str("LDAP_BIND_DN", "")
+LDAP_BIND_PASSWORD = env_secret("LDAP_BIND_PASSWORD", "")  # or LDAP_BIND_PASSWORD_FILE
+LDAP_USER_SEARCH_BASE = env_str("LDAP_USER_SEARCH_BASE", "")
+LDAP_USER_FILTER = env_str("LDAP_USER_FILTER", "(uid={username})")
+if LDAP_SERVER_URI and not LDAP_USER_SEARCH_BASE:
+    raise ImproperlyConfigured("LDAP_USER_SEARCH_BASE: where the users are (ou=people,dc=...)")
+if LDAP_SERVER_URI and "{username}" not in LDAP_USER_FILTER:
+    raise ImproperlyConfigured("LDAP_USER_FILTER must hold {username}, the name typed")
+# The entry's attributes that give the portal username (the one LDAP_USER_FILTER matches: a
+# user is looked up again by it), e-mail and names (empty: not read).
+LDAP_USERNAME_ATTRIBUTE = env_str("LDAP_USERNAME_ATTRIBUTE", "uid")
+LDAP_EMAIL_ATTRIBUTE = env_str("LDAP_EMAIL_ATTRIBUTE", "mail")
+LDAP_FIRST_NAME_ATTRIBUTE = env_str("LDAP_FIRST_NAME_ATTRIBUTE", "givenName")
+LDAP_LAST_NAME_ATTRIBUTE = env_str("LDAP_LAST_NAME_ATTRIBUTE", "sn")
+# The user's groups (by their cn; DIRECTORY_GROUPS maps them): groupOfNames (member: the
+# user's DN), groupOfUniqueNames (uniqueMember), posixGroup (memberUid: the username), searched
+# under LDAP_GROUP_SEARCH_BASE (empty: no groups are read); or memberOf, the user's own
+# attribute (Active Directory, OpenLDAP's memberof overlay).
+LDAP_GROUP_SEARCH_BASE = env_str("LDAP_GROUP_SEARCH_BASE", "")
+LDAP_GROUP_TYPE = env_str("LDAP_GROUP_TYPE", "groupOfNames")
+if LDAP_GROUP_TYPE not in ("groupOfNames", "groupOfUniqueNames", "posixGroup", "memberOf"):
+    raise ImproperlyConfigured(
+        "LDAP_GROUP_TYPE must be groupOfNames, groupOfUniqueNames, posixGroup or memberOf,"
+        f" not {LDAP_GROUP_TYPE!r}"
+    )
+# LDAP_START_TLS: StartTLS on an ldap:// connection; the server's certificate is checked
+# against LDAP_CA_FILE (a PEM file; empty: the system's CAs), for ldaps:// too.
+LDAP_START_TLS = env_bool("LDAP_START_TLS", False)
+LDAP_CA_FILE = env_str("LDAP_CA_FILE", "")
+# Connect and answer timeout of each request to the directory (whole seconds: ldap3's).
+LDAP_TIMEOUT_SECONDS = env_int("LDAP_TIMEOUT_SECONDS", 5, minimum=1)
+# LOCAL_ACCOUNTS=off: accounts kept by the portal (a password it stores: the first admin, the
+# Users page's) can no longer sign in, nor use a token or session made before; only the
+# directory's (or single sign-on's) can. Make sure an admin of the directory's
+# DIRECTORY_ADMIN_GROUPS can sign in first: with it off, no local admin is left.
+_local_accounts = env_str("LOCAL_ACCOUNTS", "on").strip().lower()
+if _local_accounts not in ("on", "off", "true", "false", "1", "0"):
+    raise ImproperlyConfigured(f"LOCAL_ACCOUNTS must be on or off, not {_local_accounts!r}")
+LOCAL_ACCOUNTS = _local_accounts in ("on", "true", "1")
+# Single sign-on with OpenID Connect (portal.accounts.oidc, README "Single sign-on"): on when
+# OIDC_ISSUER and OIDC_CLIENT_ID are set. The login page then offers "Sign in with
+# OIDC_PROVIDER_NAME" beside the password form. The provider's endpoints come from its
+# discovery document (OIDC_ISSUER/.well-known/openid-configuration), read at the first sign-in
+# and kept an hour; a provider that does not answer it is named on the login page. Register
+# <portal URL>/oidc/callback/ as the client's redirect URI and <portal URL>/login/ as its
+# post-logout redirect URI.
+OIDC_ISSUER = env_str("OIDC_ISSUER", "").rstrip("/")
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_secret("OIDC_CLIENT_SECRET", "")  # or OIDC_CLIENT_SECRET_FILE
+OIDC_ENABLED = bool(OIDC_ISSUER and OIDC_RP_CLIENT_ID)
+if OIDC_ENABLED and not OIDC_RP_CLIENT_SECRET:
+    raise ImproperlyConfigured("OIDC_CLIENT_SECRET (or OIDC_CLIENT_SECRET_FILE) must be set")
+if OIDC_ISSUER and not OIDC_ISSUER.startswith(("https://", "http://")):
+    raise ImproperlyConfigured(f"OIDC_ISSUER must be a URL (https://...), not {OIDC_ISSUER!r}")
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "single sign-on")  # "Sign in with <this>"
+# The scopes asked for: many providers (Keycloak, Dex, Authelia) send the groups claim only
+# for a "groups" scope: add it here (a provider that does not know a scope may refuse it).
+OIDC_RP_SCOPES = env_str("OIDC_SCOPES", "openid email profile")
+# The claims (of the ID token and the userinfo answer, the latter winning) that give the
+# portal username (it must be a valid one: letters, digits, . @ + - _; else the sign-in is
+# refused), the e-mail and the groups (a list of names; DIRECTORY_GROUPS maps them). Users are
+# matched by username: an existing account of another kind (a local or LDAP one) of the same
+# name is not taken over, and e-mail addresses are never used to match.
+OIDC_USERNAME_CLAIM = env_str("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_EMAIL_CLAIM = env_str("OIDC_EMAIL_CLAIM", "email")
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+# Off: only users that already have a (single sign-on) account here may sign in.
+OIDC_CREATE_USER = env_bool("OIDC_CREATE_USERS", True)
+# The ID token's signature: RS256 (or ES256...) with the provider's published keys (JWKS).
+OIDC_RP_SIGN_ALGO = env_str("OIDC_SIGN_ALGO", "RS256")
+if not OIDC_RP_SIGN_ALGO.startswith(("RS", "ES")):
+    raise ImproperlyConfigured(f"OIDC_SIGN_ALGO must be RS* or ES*, not {OIDC_RP_SIGN_ALGO!r}")
+# How the portal authenticates to the token endpoint: HTTP Basic (client_secret_basic, the
+# default of OpenID Connect) or, when false, the secret in the form (client_secret_post).
+OIDC_TOKEN_USE_BASIC_AUTH = env_bool("OIDC_TOKEN_USE_BASIC_AUTH", True)
+OIDC_TIMEOUT = env_float("OIDC_TIMEOUT_SECONDS", 10.0, minimum=0.1)  # each call to the provider
+# mozilla-django-oidc's own settings, fixed: PKCE (S256) and a nonce on every sign-in, the ID
+# token kept in the session (the id_token_hint of RP-initiated logout), the portal's views.
+OIDC_USE_PKCE = True
+OIDC_USE_NONCE = True
+OIDC_STORE_ID_TOKEN = True
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc-callback"
+LOGIN_REDIRECT_URL_FAILURE = "login"
+
+# The directory first (it leaves the portal's own accounts to the next backend), then the
+# portal's accounts; each checks a session's account at each request (accounts.ldap_backend:
+# LOCAL_ACCOUNTS, and a directory account still in the directory).
+AUTHENTICATION_BACKENDS = [
+    *(["portal.accounts.ldap_backend.LDAPBackend"] if LDAP_SERVER_URI else []),
+    *(["portal.accounts.oidc.OIDCBackend"] if OIDC_ENABLED else []),
+    "portal.accounts.ldap_backend.LocalAccountBackend",
+]
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -376,3 +476,48 @@ K8S_KEEP_FINISHED_HOURS = env_int("K8S_KEEP_FINISHED_HOURS", 24, minimum=0)
 K8S_ALLOW_HOST_PATH_STORAGE = env_bool("K8S_ALLOW_HOST_PATH_STORAGE", False)
 # An image pull that keeps failing (ErrImagePull, ImagePullBackOff) fails its task after this.
 K8S_IMAGE_PULL_TIMEOUT_SECONDS = env_int("K8S_IMAGE_PULL_TIMEOUT_SECONDS", 300, minimum=0)
+
+# Alerts (notify/): e-mail and signed webhooks to a job's owner when it ends, fails, is stopped
+# or preempted, or has waited too long, and the portal's own alerts to admins (README
+# "Alerts"). Sent by the Celery worker from an outbox table: never twice for one event.
+# The address of the portal as its users reach it: the link in each alert.
+PORTAL_URL = env_str("PORTAL_URL", f"http://localhost:{PORT}").rstrip("/")
+# E-mail through Django's SMTP backend; no EMAIL_HOST: the portal sends no e-mail (the page
+# says so). EMAIL_USE_TLS: STARTTLS (port 587); EMAIL_USE_SSL: TLS from the start (port 465).
+EMAIL_HOST = env_str("EMAIL_HOST", "")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL: set one of them, not both")
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
+# A delivery that fails is tried again after NOTIFY_RETRY_SECONDS, doubling each time up to
+# NOTIFY_RETRY_MAX_SECONDS, NOTIFY_MAX_TRIES times in all (the defaults: about 2 hours), then
+# shown as failed on its owner's alerts page. Beat's sweep (every NOTIFY_SWEEP_SECONDS) sends
+# what was left unsent, and finds long waits and the portal's alerts.
+NOTIFY_MAX_TRIES = env_int("NOTIFY_MAX_TRIES", 10, minimum=1)
+NOTIFY_RETRY_SECONDS = env_float("NOTIFY_RETRY_SECONDS", 30.0, minimum=0.01)
+NOTIFY_RETRY_MAX_SECONDS = env_float("NOTIFY_RETRY_MAX_SECONDS", 1800.0, minimum=0.01)
+NOTIFY_SWEEP_SECONDS = env_float("NOTIFY_SWEEP_SECONDS", 60.0, minimum=1.0)
+# Webhooks: connect and read timeout; addresses a webhook may not reach (CIDRs), checked when
+# it is saved and again, on the address connected to, at each delivery, so that no user aims
+# the worker at this host's services or a cloud's metadata address. The hosts of DATABASE_URL
+# and REDIS_URL are refused too. WEBHOOK_ALLOWED_NETWORKS: exceptions (a receiver on this
+# host: 127.0.0.1/32); the database's and Redis's own ports stay refused.
+WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+WEBHOOK_BLOCKED_NETWORKS = env_list(
+    "WEBHOOK_BLOCKED_NETWORKS",
+    [
+        "0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "100.100.100.200/32", "224.0.0.0/4",
+        "255.255.255.255/32", "::/128", "::1/128", "fe80::/10", "fd00:ec2::254/128", "ff00::/8",
+    ],
+)  # fmt: skip
+WEBHOOK_ALLOWED_NETWORKS = env_list("WEBHOOK_ALLOWED_NETWORKS", [])
+for _network in WEBHOOK_BLOCKED_NETWORKS + WEBHOOK_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(f"WEBHOOK_*_NETWORKS: {_exc}") from None

@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
@@ -14,6 +13,15 @@ from portal.accounts.api import (
     TokensView,
     TokenView,
 )
+from portal.accounts.oidc_views import (
+    CallbackView,
+    LoginPageView,
+    LogoutPageView,
+    SignInView,
+    api_oidc_login,
+    api_oidc_logout,
+)
+from portal.accounts.views import account, new_application_token, revoke_token
 from portal.apidocs import ApiDocsView
 from portal.favicon import favicon
 from portal.metrics import metrics
@@ -23,6 +31,8 @@ api_auth = [
     path("authn/basic/login", LoginView.as_view()),
     path("authn/basic/logout", LogoutView.as_view()),
     path("authn/info", AuthnInfoView.as_view()),
+    path("authn/oidc/login", api_oidc_login),
+    path("authn/oidc/logout", api_oidc_logout),
 ]
 api_accounts = [
     path("info", InfoView.as_view()),
@@ -36,8 +46,11 @@ urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     path("scheduler-status", scheduler_status, name="scheduler-status"),
     path("metrics", metrics, name="metrics"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", LoginPageView.as_view(), name="login"),
+    path("logout/", LogoutPageView.as_view(), name="logout"),
+    # Single sign-on (OpenID Connect): the provider's redirect URI is /oidc/callback/.
+    path("oidc/authenticate/", SignInView.as_view(), name="oidc-authenticate"),
+    path("oidc/callback/", CallbackView.as_view(), name="oidc-callback"),
     path("admin/", admin.site.urls),
     path("jobs/", include("jobs.urls")),
     path("api/v1/", include(api_auth)),
@@ -47,7 +60,12 @@ urlpatterns = [
     path("api/v2/", include("portal.accounts.api_urls")),
     path("api/v2/", include("jobs.api.urls")),
     path("api/v2/", include("clusters.api_urls")),
+    path("api/v2/", include("notify.api_urls")),  # by name: portal imports no notify
     path("", include("clusters.urls")),
+    path("account/", account, name="account"),
+    path("account/tokens/new/", new_application_token, name="account-new-token"),
+    path("account/tokens/<int:token_id>/revoke/", revoke_token, name="account-revoke-token"),
+    path("account/", include("notify.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", ApiDocsView.as_view(), name="api-docs"),
 ]

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
@@ -115,7 +116,12 @@ def user_edit(request: HttpRequest, username: str) -> HttpResponse:
                     )
             messages.success(request, f"user {username} saved")
             return redirect("clusters:manage-users")
-    return render(request, "clusters/manage_user.html", {"form": form, "person": person})
+    context = {
+        "form": form,
+        "person": person,
+        "directory_sets_admin": bool(settings.DIRECTORY_ADMIN_GROUPS),
+    }
+    return render(request, "clusters/manage_user.html", context)
 
 
 @admin_only

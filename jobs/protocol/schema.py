@@ -11,6 +11,7 @@ import copy
 from typing import Any
 
 from jobs.protocol.checks import C_IDENTIFIER
+from jobs.protocol.notify_extras import JOB_EVENTS, MAX_WAITING_MINUTES
 from jobs.protocol.prereqs import AUTH_KEYS, CMD_PLUGIN, EVENTS, KNOWN, NAME
 from jobs.protocol.v2 import V1_NAME, V1_ROLE
 
@@ -164,6 +165,16 @@ _NAMES = {
     "else": _names(NAME.pattern, C_IDENTIFIER.pattern),
 }
 
+# extras.notify (jobs.protocol.notify_extras): which of the job's ends its owner is told of.
+_NOTIFY = _object(
+    {
+        "events": {"type": "array", "items": {"enum": list(JOB_EVENTS)}},
+        "email": {"type": "boolean"},
+        "webhook": {"type": "boolean"},
+        "waitingMinutes": {"type": "integer", "minimum": 1, "maximum": MAX_WAITING_MINUTES},
+    }
+)
+
 _JOB = _object(
     {
         "protocolVersion": {"enum": [2, "2"]},
@@ -187,7 +198,7 @@ _JOB = _object(
             "properties": {"virtualCluster": {"type": "string"}, "deployment": {"type": "string"}},
             "additionalProperties": True,
         },
-        "extras": {"type": "object"},
+        "extras": {"type": "object", "properties": {"notify": _NOTIFY}},
     },
     ["protocolVersion", "name", "type", "taskRoles"],
 )

@@ -28,6 +28,7 @@ from jobs.protocol.checks import (
 )
 from jobs.protocol.deployments import check_defaults, check_deployments, object_or_empty
 from jobs.protocol.errors import Issues, Where, show
+from jobs.protocol.notify_extras import check_notify
 from jobs.protocol.prereqs import (
     MAX_NAME,
     NAME,
@@ -93,6 +94,7 @@ def check_v2(issues: Issues, doc: dict[str, Any], sources: dict[str, str]) -> di
     job["deployments"] = check_deployments(issues, doc.get("deployments"), known_roles, sources)
     job["defaults"] = check_defaults(issues, doc.get("defaults"), job["deployments"])
     job["extras"] = object_or_empty(issues, "extras", doc.get("extras"))
+    check_notify(issues, job["extras"])
     references.check_job(issues, job, frozenset(unchecked))
     return job
 

@@ -11,7 +11,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.accounts.ldap_backend import DirectoryDown
 from portal.accounts.models import ApiToken, hash_token
+from portal.accounts.oidc_views import authn_info, authn_method
 from portal.accounts.permissions import NoApplications
 from portal.openapi import (
     ERRORS,
@@ -21,6 +23,7 @@ from portal.openapi import (
     LoggedInSerializer,
     MessageSerializer,
     TokensSerializer,
+    error,
 )
 
 
@@ -40,12 +43,24 @@ class LoginView(APIView):
     permission_classes = [AllowAny]
     serializer_class = LoginSerializer
 
-    @extend_schema(responses={200: LoggedInSerializer, **ERRORS})
+    @extend_schema(
+        responses={
+            200: LoggedInSerializer,
+            **ERRORS,
+            503: error("the lab's directory (LDAP) did not answer: try again shortly"),
+        }
+    )
     def post(self, request: Request) -> Response:
         form = LoginSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        user = authenticate(request, username=data["username"], password=data["password"])
+        try:
+            user = authenticate(request, username=data["username"], password=data["password"])
+        except DirectoryDown as down:
+            return Response(
+                {"code": "DirectoryUnavailableError", "message": down.messages[0]},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
         if user is None:
             return refused_login(data["username"])
         seconds = data.get("expiration", settings.API_TOKEN_DEFAULT_SECONDS)
@@ -89,7 +104,7 @@ class AuthnInfoView(APIView):
 
     @extend_schema(responses={200: AuthnInfoSerializer})
     def get(self, request: Request) -> Response:
-        return Response({"authnMethod": "basic", "loginPath": "/api/v2/authn/basic/login"})
+        return Response(authn_info(request.path))
 
 
 # Signed in with a person's token or session: OpenPAI's routes/token.js forbids every token
@@ -171,7 +186,7 @@ class InfoView(APIView):
                 "name": "PAI RESTful API",
                 "version": "v1.0.1",
                 "launcherType": "k8s",
-                "authnMethod": "basic",
+                "authnMethod": authn_method(),
                 "backend": settings.CLUSTER_BACKEND,
             }
         )

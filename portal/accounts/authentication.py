@@ -9,6 +9,7 @@ from typing import Any
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from portal.accounts.ldap_backend import still_trusted
 from portal.accounts.models import ApiToken, hash_token
 
 # OpenPAI's text (token.js ``check``): its SDKs compare it, not only the code.
@@ -40,6 +41,11 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
 
 def token_owner(digest: str) -> tuple[Any, ApiToken] | None:
-    """The active user and unexpired token row of ``digest`` (one query, user joined)."""
-    row = ApiToken.objects.active().select_related("user").filter(digest=digest).first()
-    return None if row is None else (row.user, row)
+    """The active user and unexpired token row of ``digest`` (one query, user and account
+    joined), while the account may still use it (``still_trusted``: ``LOCAL_ACCOUNTS``, and a
+    directory account still in the directory)."""
+    rows = ApiToken.objects.active().select_related("user", "user__account")
+    row = rows.filter(digest=digest).first()
+    if row is None or not still_trusted(row.user):
+        return None
+    return row.user, row

@@ -68,3 +68,17 @@ def test_without_admin_groups_the_directory_leaves_the_admin_right_alone(setting
 
 def test_an_account_without_a_row_is_kept_here() -> None:
     assert source_of(User.objects.create_user("dave")) == Account.LOCAL
+
+
+def test_an_admin_sees_where_each_account_is_kept_on_its_page(client, admin) -> None:
+    client.force_login(admin)
+    carol = User.objects.create_user("carol")
+    apply_directory_groups(carol, Account.LDAP, ["research"])
+    page = client.get("/manage/users/carol/").content.decode()
+    assert (
+        "Account: LDAP directory; its groups from the directory and its admin right are set "
+        "again at each sign-in." in page
+    )
+    User.objects.create_user("dave")
+    page = client.get("/manage/users/dave/").content.decode()
+    assert "Account: kept by the portal." in page

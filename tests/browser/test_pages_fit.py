@@ -34,6 +34,8 @@ def pages(portal_url: str) -> list[str]:
         f"{portal_url}/manage/users/",
         f"{portal_url}/manage/users/admin/",
         f"{portal_url}/manage/nodes/",
+        f"{portal_url}/account/",
+        f"{portal_url}/account/alerts/",
     ]
 
 
