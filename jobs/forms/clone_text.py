@@ -13,6 +13,8 @@ import json
 import re
 from typing import Any
 
+from django.conf import settings
+
 from jobs.protocol import SECRET_MASK, ProtocolError, load_job, mask_secrets
 from jobs.protocol.secrets import MIN_SECRET_CHARS
 
@@ -34,7 +36,7 @@ def clone_text(submitted: str, protocol: dict[str, Any], new_name: str) -> str |
     expected = mask_secrets(protocol)
     expected["name"] = new_name
     try:
-        loaded = load_job(text).job
+        loaded = load_job(text, max_bytes=settings.JOB_MAX_BYTES).job
     except ProtocolError:
         return None
     return text if _same(loaded, expected) else None

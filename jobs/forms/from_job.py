@@ -12,6 +12,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.http import QueryDict
 
 from jobs.forms.builder import PLUGINS, build_yaml
@@ -193,7 +194,7 @@ def fields_of(job: dict[str, Any]) -> dict[str, str]:
 def differences(job: dict[str, Any], data: QueryDict) -> list[str]:
     """What the form, built back into a job, would not keep of ``job``."""
     try:
-        rebuilt = load_job(build_yaml(data)).job
+        rebuilt = load_job(build_yaml(data), max_bytes=settings.JOB_MAX_BYTES).job
     except ProtocolError as exc:
         return [f"the form cannot hold this job: {issue}" for issue in exc.issues][:5]
     found: list[str] = []

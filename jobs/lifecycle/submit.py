@@ -26,13 +26,8 @@ def submit(
     deployment: str | None = None,
 ) -> Job:
     """Check a job file and queue it; the one way every form and API submits."""
-    size = len(text.encode() if isinstance(text, str) else text)
-    if size > settings.JOB_MAX_BYTES:
-        raise SubmitError(
-            400, [f"job file: {size} bytes, more than the limit of {settings.JOB_MAX_BYTES}"]
-        )
     try:
-        loaded = load_job(text)
+        loaded = load_job(text, max_bytes=settings.JOB_MAX_BYTES)
     except ProtocolError as exc:
         raise SubmitError(400, issue_lines(exc)) from None
     vc = acceptance_check(user, loaded, virtual_cluster=virtual_cluster, deployment=deployment)

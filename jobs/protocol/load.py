@@ -8,7 +8,7 @@ from typing import Any
 from jobs.protocol.characters import check_characters, may_hold_unstorable
 from jobs.protocol.errors import Issues, ProtocolError, show
 from jobs.protocol.jobenvs import job_env_warnings
-from jobs.protocol.parse import parse_job
+from jobs.protocol.parse import MAX_JOB_BYTES, parse_job
 from jobs.protocol.plain_json import to_plain
 from jobs.protocol.v1 import convert_v1, looks_like_v1
 from jobs.protocol.v2 import check_v2
@@ -25,10 +25,11 @@ class LoadedJob:
     warnings: list[str] = field(default_factory=list)
 
 
-def load_job(text: str | bytes) -> LoadedJob:
-    """Parse and check a job file (v1 JSON, v2 YAML or v2 JSON); raises ProtocolError only."""
+def load_job(text: str | bytes, max_bytes: int = MAX_JOB_BYTES) -> LoadedJob:
+    """Parse and check a job file (v1 JSON, v2 YAML or v2 JSON) of at most ``max_bytes``;
+    raises ProtocolError only."""
     try:
-        document, sources = parse_job(text)
+        document, sources = parse_job(text, max_bytes)
         return _normalise(document, sources, may_hold_unstorable(text))
     except ProtocolError:
         raise

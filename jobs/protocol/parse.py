@@ -19,7 +19,7 @@ from jobs.protocol import fastyaml
 from jobs.protocol.errors import ProtocolError
 from jobs.protocol.plain_json import vouched
 
-MAX_JOB_BYTES = 1024 * 1024
+MAX_JOB_BYTES = 1024 * 1024  # the default; the portal passes its JOB_MAX_BYTES
 
 _STRICT_JSON = re.compile(r'^\s*\{\s*(?:"|\}|//)')  # a quoted first key: JSON, not YAML
 _BRACE_FIRST = re.compile(r"\s*\{")  # as ``text.lstrip().startswith("{")``, without a copy
@@ -84,17 +84,18 @@ _CLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 _C_MAX_NESTING = 1000  # lines plus flow brackets: a bound on how deeply a text can nest
 
 
-def decode(text: str | bytes) -> str:
-    """The job text as ``str``, refusing what is too big, not UTF-8, or empty."""
+def decode(text: str | bytes, max_bytes: int = MAX_JOB_BYTES) -> str:
+    """The job text as ``str``, refusing what is bigger than ``max_bytes``, not UTF-8, or
+    empty."""
     if isinstance(text, bytes | bytearray):
         size = len(text)
     elif isinstance(text, str):  # its UTF-8 size (an ASCII text's length, with no copy)
         size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     else:
         raise ProtocolError.single("", f"a job file must be text, got {type(text).__name__}")
-    if size > MAX_JOB_BYTES:
+    if size > max_bytes:
         raise ProtocolError.single(
-            "", f"the job file is {size} bytes, more than the limit of {MAX_JOB_BYTES}"
+            "", f"the job file is {size} bytes, more than the limit of {max_bytes}"
         )
     if isinstance(text, bytes | bytearray):
         try:
@@ -109,9 +110,9 @@ def decode(text: str | bytes) -> str:
     return text
 
 
-def parse_text(text: str | bytes) -> tuple[object, str]:
+def parse_text(text: str | bytes, max_bytes: int = MAX_JOB_BYTES) -> tuple[object, str]:
     """``(document, syntax)`` where syntax is "json" or "yaml"; raises ProtocolError only."""
-    source = decode(text)
+    source = decode(text, max_bytes)
     if _STRICT_JSON.match(source):
         return _parse_json(source), "json"
     if _BRACE_FIRST.match(source):
@@ -125,10 +126,12 @@ def parse_text(text: str | bytes) -> tuple[object, str]:
     return _parse_yaml(source), "yaml"
 
 
-def parse_job(text: str | bytes) -> tuple[object, dict[str, str] | None]:
+def parse_job(
+    text: str | bytes, max_bytes: int = MAX_JOB_BYTES
+) -> tuple[object, dict[str, str] | None]:
     """``parse_text``'s document, with ``to_plain``'s float sources when the YAML fast path
     vouches that ``to_plain`` would change nothing else (None: the caller calls to_plain)."""
-    source = decode(text)
+    source = decode(text, max_bytes)
     if not _BRACE_FIRST.match(source):
         try:
             data, found = fastyaml.load_noting(source, _SCALARS)
@@ -137,7 +140,7 @@ def parse_job(text: str | bytes) -> tuple[object, dict[str, str] | None]:
         else:
             done = vouched(data, found) if found is not None else None
             return done if done is not None else (data, None)
-    return parse_text(source)[0], None
+    return parse_text(source, max_bytes)[0], None
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

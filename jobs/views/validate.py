@@ -23,11 +23,8 @@ from jobs.protocol import LoadedJob, ProtocolError, load_job
 def check(text: str) -> dict[str, object]:
     if not text.strip():
         return {"empty": True}
-    if len(text.encode()) > settings.JOB_MAX_BYTES:
-        limit = settings.JOB_MAX_BYTES
-        return {"issues": [{"path": "", "message": f"more than {limit} bytes", "line": None}]}
     try:
-        loaded = load_job(text)
+        loaded = load_job(text, max_bytes=settings.JOB_MAX_BYTES)
     except ProtocolError as exc:
         return {"issues": located(text, exc.issues)}
     return {"ok": True, "job": loaded.job, "warnings": loaded.warnings, "loaded": loaded}

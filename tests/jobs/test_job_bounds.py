@@ -55,6 +55,20 @@ def test_the_limit_is_a_setting(alice, settings):
     assert "more than the limit of 3" in response.json()["message"]
 
 
+def test_a_larger_job_max_bytes_admits_a_larger_job_and_names_itself(alice, settings):
+    """JOB_MAX_BYTES set above 1 MiB did nothing: the protocol refused at 1 MiB (issue 30)."""
+    limit = 2 * 1024 * 1024
+    settings.JOB_MAX_BYTES = limit
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = limit + 64 * 1024  # as settings.py derives it
+    comment = "# " + "x" * (1536 * 1024) + "\n"  # a job of 1.5 MiB
+    assert submit(alice, comment + hello_job("big")).status_code == 202
+    longer = "# " + "x" * limit + "\n"
+    response = submit(alice, longer + hello_job("bigger"))
+    assert response.status_code == 400
+    assert f"more than the limit of {limit}" in response.json()["message"]
+    assert not Job.objects.filter(name="bigger").exists()
+
+
 @contextmanager
 def open_files_at_most(limit: int):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

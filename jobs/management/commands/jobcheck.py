@@ -6,6 +6,7 @@ import json
 import sys
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from jobs.protocol import ProtocolError, load_job, mask_secrets
@@ -25,7 +26,7 @@ class Command(BaseCommand):
             self.stderr.write(f"{name}: {exc.strerror}")
             sys.exit(1)
         try:
-            loaded = load_job(data)
+            loaded = load_job(data, max_bytes=settings.JOB_MAX_BYTES)
         except ProtocolError as exc:
             for issue in exc.issues:
                 self.stderr.write(f"{issue.path}: {issue.message}" if issue.path else issue.message)
