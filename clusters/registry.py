@@ -75,18 +75,12 @@ def kubernetes_backend() -> Backend:
     from clusters.backends.kubernetes.backend import KubernetesBackend
     from clusters.backends.kubernetes.manifests import K8sOptions
 
-    selector = {}
-    for item in settings.K8S_NODE_SELECTOR:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"K8S_NODE_SELECTOR: expected key=value, got {item!r}")
-        selector[key.strip()] = value.strip()
     options = K8sOptions(
         namespace=settings.K8S_NAMESPACE,
         gpu_resource=settings.K8S_GPU_RESOURCE,
         gpu_type_label=settings.K8S_GPU_TYPE_LABEL,
         image_pull_policy=settings.K8S_IMAGE_PULL_POLICY,
-        node_selector=selector,
+        node_selector=dict(settings.K8S_NODE_SELECTOR),
         default_image=settings.K8S_DEFAULT_IMAGE,
         port_base=settings.K8S_PORT_BASE,
         termination_grace_seconds=settings.K8S_STOP_GRACE_SECONDS,

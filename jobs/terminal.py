@@ -7,7 +7,8 @@ thread per terminal blocks in ``session.read`` and hands the output to the event
 
 Messages from the browser are JSON: ``{"type": "input", "data": "..."}`` and
 ``{"type": "resize", "cols": 80, "rows": 24}``. Owner and admins only; the Origin is checked by
-the router (``AllowedHostsOriginValidator``), the user and the task on connect and every few
+the router (``portal.origin.SameOriginValidator``: the portal's own scheme, host and
+port), the user and the task on connect and every few
 seconds after, and the session ends on idle, when the shell exits or when the task ends.
 
 Close codes the page can rely on: ``4404`` right after the WebSocket is accepted, before any

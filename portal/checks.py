@@ -67,16 +67,6 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                     id="portal.E004",
                 )
             )
-    for item in settings.K8S_NODE_SELECTOR:
-        key, sep, _ = item.partition("=")
-        if not sep or not key.strip():
-            errors.append(
-                Error(
-                    f"K8S_NODE_SELECTOR holds {item!r}",
-                    hint="use key=value pairs separated by commas",
-                    id="portal.E005",
-                )
-            )
     return errors
 
 

@@ -62,6 +62,18 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_pairs(name: str) -> dict[str, str]:
+    """``NAME=a=1,b=2`` as ``{"a": "1", "b": "2"}`` (spaces around each part dropped); a pair
+    without ``=`` or without a key is refused, naming the setting."""
+    pairs = {}
+    for item in env_list(name, []):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{name}: expected key=value, got {item!r}")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
 def env_secret(name: str, default: str) -> str:
     """A secret from ``NAME``, or from the file named by ``NAME_FILE``."""
     file_name = os.environ.get(f"{name}_FILE")

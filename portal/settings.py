@@ -13,6 +13,7 @@ from portal.env import (
     env_float,
     env_int,
     env_list,
+    env_pairs,
     env_port_range,
     env_secret,
     env_str,
@@ -337,12 +338,9 @@ API_LOGIN_HIDES_UNKNOWN_USERS = env_bool("API_LOGIN_HIDES_UNKNOWN_USERS", False)
 
 # Accounts kept by the lab's directory or single sign-on (portal.accounts.directory): which of
 # its groups the portal uses, as which portal group (ext=portal,...), and which make admins.
-DIRECTORY_GROUPS: dict[str, str] = {}
-for _pair in env_list("DIRECTORY_GROUPS", []):
-    _external, _sep, _portal = _pair.partition("=")
-    if not _sep or not _external.strip() or not _portal.strip():
-        raise ImproperlyConfigured(f"DIRECTORY_GROUPS: {_pair!r} is not directory=portal")
-    DIRECTORY_GROUPS[_external.strip()] = _portal.strip()
+DIRECTORY_GROUPS = env_pairs("DIRECTORY_GROUPS")
+if not all(DIRECTORY_GROUPS.values()):
+    raise ImproperlyConfigured(f"DIRECTORY_GROUPS: a group maps to no name: {DIRECTORY_GROUPS}")
 DIRECTORY_ADMIN_GROUPS = env_list("DIRECTORY_ADMIN_GROUPS", [])
 # How long a directory's word that an account exists holds before a token or session of it is
 # trusted again only after asking the directory anew.
@@ -463,7 +461,7 @@ K8S_NAMESPACE = env_str("K8S_NAMESPACE", "default")
 K8S_GPU_RESOURCE = env_str("K8S_GPU_RESOURCE", "nvidia.com/gpu")
 K8S_GPU_TYPE_LABEL = env_str("K8S_GPU_TYPE_LABEL", "gpu-portal/gpu-type")
 K8S_IMAGE_PULL_POLICY = env_str("K8S_IMAGE_PULL_POLICY", "IfNotPresent")
-K8S_NODE_SELECTOR = env_list("K8S_NODE_SELECTOR", [])  # key=value,... for every job's pods
+K8S_NODE_SELECTOR = env_pairs("K8S_NODE_SELECTOR")  # key=value,... for every job's pods
 K8S_DEFAULT_IMAGE = env_str("K8S_DEFAULT_IMAGE", "python:3.11-slim")
 K8S_PORT_BASE = env_int("K8S_PORT_BASE", 20000, minimum=1024)
 K8S_STOP_GRACE_SECONDS = env_int("K8S_STOP_GRACE_SECONDS", 10, minimum=0)

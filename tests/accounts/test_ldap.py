@@ -353,6 +353,8 @@ def test_the_settings_read_from_the_environment(tmp_path: Path):
             },
             "LDAP_USER_FILTER must hold {username}",
         ),
+        ({"DIRECTORY_GROUPS": "research"}, "DIRECTORY_GROUPS: expected key=value"),
+        ({"DIRECTORY_GROUPS": "research="}, "DIRECTORY_GROUPS: a group maps to no name"),
     ],
 )
 def test_a_bad_setting_stops_the_start_naming_it(env: dict[str, str], named: str):

@@ -32,7 +32,6 @@ def test_the_settings_the_tests_run_with_pass_the_checks():
         ("REDIS_URL", "http://127.0.0.1:6379/0", "portal.E002"),
         ("API_APPLICATION_TOKEN_SECONDS", -1, "portal.E003"),
         ("LOCAL_STOP_GRACE_SECONDS", -0.5, "portal.E003"),
-        ("K8S_NODE_SELECTOR", ["gpu"], "portal.E005"),
     ],
 )
 def test_a_bad_setting_is_an_error_with_its_id_naming_it(settings, name, value, check_id):

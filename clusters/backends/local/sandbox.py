@@ -71,10 +71,6 @@ STOP_CHECK = 'if [ -e "$0/.portal-stop" ]; then exit 143; fi; exec "$@"'
 BOOTSTRAP_FD, PASSWD_FD, INFO_FD = "8", "9", "6"
 
 
-class SandboxMissing(RuntimeError):
-    """bwrap is not installed: tasks cannot be sandboxed on this machine."""
-
-
 @dataclass(frozen=True)
 class SandboxConfig:
     """How the local backend sandboxes tasks (``LOCAL_SANDBOX*`` settings)."""
