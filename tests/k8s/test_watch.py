@@ -115,7 +115,10 @@ def test_a_410_gone_lists_again_and_the_watch_goes_on_from_the_new_list(
     watch = k8s.pod_watch(stop)
     batches = Follower(watch.batches())
     batches.next()
-    with cluster.lock:  # a change the watch never sees: the history holding it is compacted
+    # A change the watch never sees: its connection breaks first, and by the time it resumes
+    # from its version the history is compacted past it (a 200 answer with an ERROR 410).
+    with cluster.lock:
+        cluster.break_watches()
         cluster.set_status(first, running("10.0.0.1", "node-a"))
         cluster.compact()
     relisted = batches.next()
@@ -127,6 +130,40 @@ def test_a_410_gone_lists_again_and_the_watch_goes_on_from_the_new_list(
     cluster.set_status(second, running("10.0.0.2", "node-a"))
     assert pod_names(batches.next()) == [second]  # watching again, from the new list's version
     assert watch.lists == 2
+
+
+def test_an_http_410_answer_to_the_watch_request_lists_again_too(
+    k8s: KubernetesBackend, cluster: FakeCluster, stop: threading.Event
+):
+    """The other form of "too old" (client-go's reflector handles both): the watch request
+    itself answered 410 rather than a 200 stream with an ERROR event."""
+    first = name_of(launch_all(k8s)[0])
+    watch = k8s.pod_watch(stop)
+    batches = Follower(watch.batches())
+    assert batches.next().resync
+    wait_for(lambda: cluster.watching)
+    with cluster.lock:  # the watch breaks; its resume is answered 410
+        cluster.fail_next(1, 410)
+        cluster.break_watches()
+    relisted = batches.next()
+    assert relisted.resync and watch.lists == 2
+    cluster.set_status(first, running("10.0.0.1", "node-a"))
+    assert pod_names(batches.next()) == [first]
+
+
+def test_an_open_watch_goes_on_through_a_compaction_as_the_watch_cache_keeps_its_events(
+    k8s: KubernetesBackend, cluster: FakeCluster, stop: threading.Event
+):
+    first = name_of(launch_all(k8s)[0])
+    watch = k8s.pod_watch(stop)
+    batches = Follower(watch.batches())
+    batches.next()
+    wait_for(lambda: cluster.watching)  # open, from the listed version
+    with cluster.lock:
+        cluster.set_status(first, running("10.0.0.1", "node-a"))
+        cluster.compact()
+    assert pod_names(batches.next()) == [first]
+    assert watch.lists == 1  # no 410, no relist
 
 
 def test_a_bookmark_moves_the_version_on_so_a_resume_needs_no_relist(

@@ -9,8 +9,9 @@ real server:
 
 - every change takes the next ``resourceVersion``; a list carries the version it is at, and a
   watch from a version sends every change after it (``ADDED``, ``MODIFIED``, ``DELETED``), with
-  ``BOOKMARK`` events when asked (``allowWatchBookmarks``), and an ``ERROR`` event holding a 410
-  ``Expired`` Status for a version older than the history kept (``compact``);
+  ``BOOKMARK`` events when asked (``allowWatchBookmarks``), and, for a watch started from a
+  version older than the last compaction (``compact``), a 200 answer whose one event is an
+  ``ERROR`` holding a 410 ``Expired`` Status, as the watch cache answers (an open watch goes on);
 - a deleted pod that runs on a node stays, Terminating (``deletionTimestamp`` set), for its
   grace period, then goes with a ``DELETED`` event (``advance`` moves the fake's clock); pods
   never scheduled or already finished go at once, as the real server does;
@@ -55,7 +56,7 @@ _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 CHANNEL_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io",
                      "v2.channel.k8s.io", "channel.k8s.io")  # fmt: skip
 REASONS = {400: "BadRequest", 403: "Forbidden", 404: "NotFound", 409: "AlreadyExists",
-           422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
+           410: "Expired", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
            503: "ServiceUnavailable"}  # fmt: skip
 
 
@@ -188,6 +189,10 @@ class Handler(BaseHTTPRequestHandler):
                 opening = [{"type": "ADDED", "object": copy(obj)} for obj in there]
             else:
                 position, opening = int(asked), []
+                if position < cluster.compacted:  # the watch cache's errWatcher: 200, then this
+                    gone = f"too old resource version: {position} ({cluster.compacted})"
+                    opening = [{"type": "ERROR", "object": status(410, "Expired", gone)}]
+                    position = -1
             breaks, marks = cluster.watch_breaks, cluster.bookmarks
             cluster.watching += 1
             cluster.watch_queries.append(query)
@@ -198,12 +203,11 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             for event in opening:
                 self.send_chunk(event)
-            while True:
+            while position >= 0:
                 with cluster.lock:
                     while (
                         breaks == cluster.watch_breaks
                         and marks == cluster.bookmarks
-                        and position >= cluster.compacted
                         and (not cluster.versions or cluster.versions[-1] <= position)
                         and time.monotonic() < deadline
                     ):
@@ -212,24 +216,16 @@ class Handler(BaseHTTPRequestHandler):
                         self.close_connection = True
                         self.connection.shutdown(socket.SHUT_RDWR)  # mid-stream, no last chunk
                         return
-                    if position < cluster.compacted:
-                        gone = f"too old resource version: {position} ({cluster.compacted})"
-                        expired = status(410, "Expired", gone)
-                        events = [{"type": "ERROR", "object": expired}]
-                        position = -1
-                    else:
-                        events = [
-                            {"type": e.type, "object": e.object}
-                            for e in cluster.events_after(position)
-                            if wanted(e)
-                        ]
-                        position = cluster.revision
+                    events = [
+                        {"type": e.type, "object": e.object}
+                        for e in cluster.events_after(position)
+                        if wanted(e)
+                    ]
+                    position = cluster.revision
                     mark = marks != cluster.bookmarks or time.monotonic() >= deadline
                     marks = cluster.bookmarks
                 for event in events:
                     self.send_chunk(event)
-                if position < 0:
-                    break
                 if mark and bookmarks:
                     meta = {"resourceVersion": str(position)}
                     self.send_chunk({"type": "BOOKMARK", "object": {

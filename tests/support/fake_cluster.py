@@ -81,9 +81,9 @@ class FakeCluster:
         self.create_fault: int | None = None  # a status every create answers while set
         self.execs: list[ExecRecord] = []  # every exec session opened, in order
         self.revision = 0  # the resourceVersion of the last change
-        self.history: list[Event] = []  # changes after ``compacted``, oldest first
+        self.history: list[Event] = []  # every change, oldest first (open watches read it)
         self.versions: list[int] = []  # their versions, for bisecting
-        self.compacted = 0  # a watch from before this version gets 410 Gone
+        self.compacted = 0  # a watch started from before this version gets 410 Gone
         self.terminating: dict[tuple[str, str], float] = {}  # pod -> when its grace ends
         self.skew = 0.0  # seconds the fake's clock is ahead of the real one (``advance``)
         self.watch_breaks = 0  # bumped to break every open watch
@@ -113,11 +113,11 @@ class FakeCluster:
             self.reap()
 
     def compact(self) -> None:
-        """Forget the history up to now, as etcd's compaction does: a watch from an older
-        version is answered 410 Gone."""
+        """etcd's compaction, as the API server shows it: a watch *started* from a version
+        before now gets an ERROR event holding 410 Expired (in a 200 stream, as the watch
+        cache answers: kubernetes#25151). A watch already open goes on: the watch cache keeps
+        the events it has not sent, so the history stays for it."""
         with self.lock:
-            self.history.clear()
-            self.versions.clear()
             self.compacted = self.revision
             self.lock.notify_all()
 

@@ -5,8 +5,10 @@ API concepts): one list gives the pods and the ``resourceVersion`` it is at; a w
 version streams every change after it, newline-separated JSON events. The watch keeps the
 version of the last event (or ``BOOKMARK``) it saw, so that after a broken connection or the
 server's timeout it resumes where it stopped and loses nothing; when the server no longer holds
-that version (an ``ERROR`` event with a 410 ``Expired`` Status, or a 410 answer) it lists again,
-and that batch is a *resync*: the whole current set, whatever happened in between.
+that version it lists again: the API server says so with a 200 answer whose one event is an
+``ERROR`` holding a 410 ``Expired`` Status (its watch cache, kubernetes#25151), and may with an
+HTTP 410 answer to the watch request (both are handled, as client-go's reflector does). That
+batch is a *resync*: the whole current set, whatever happened in between.
 """
 
 from __future__ import annotations
