@@ -8,7 +8,7 @@ from typing import Any
 from jobs.protocol.characters import check_characters, may_hold_unstorable
 from jobs.protocol.errors import Issues, ProtocolError, show
 from jobs.protocol.jobenvs import job_env_warnings
-from jobs.protocol.parse import MAX_JOB_BYTES, parse_job
+from jobs.protocol.parse import MAX_JOB_BYTES, parse_text
 from jobs.protocol.plain_json import to_plain
 from jobs.protocol.v1 import convert_v1, looks_like_v1
 from jobs.protocol.v2 import check_v2
@@ -29,8 +29,8 @@ def load_job(text: str | bytes, max_bytes: int = MAX_JOB_BYTES) -> LoadedJob:
     """Parse and check a job file (v1 JSON, v2 YAML or v2 JSON) of at most ``max_bytes``;
     raises ProtocolError only."""
     try:
-        document, sources = parse_job(text, max_bytes)
-        return _normalise(document, sources, may_hold_unstorable(text))
+        document, _ = parse_text(text, max_bytes)
+        return _normalise(document, may_hold_unstorable(text))
     except ProtocolError:
         raise
     except RecursionError:
@@ -59,17 +59,11 @@ def refuse_unstorable(document: object) -> None:
     issues.raise_if_any()
 
 
-def _normalise(
-    document: object, sources: dict[str, str] | None = None, unstorable: bool = True
-) -> LoadedJob:
-    """``sources``: from ``parse_job``, which vouches that the document is plain already;
-    ``unstorable``: whether the document may hold a NUL or a lone surrogate."""
+def _normalise(document: object, unstorable: bool = True) -> LoadedJob:
+    """``unstorable``: whether the document may hold a NUL or a lone surrogate."""
     issues = Issues()
-    if sources is None:
-        doc, sources = to_plain(document, issues)  # bounded, without cycles, from here on
-        issues.raise_if_any()
-    else:
-        doc = document
+    doc, sources = to_plain(document, issues)  # bounded, without cycles, from here on
+    issues.raise_if_any()
     if unstorable:
         refuse_unstorable(doc)
     if not isinstance(doc, dict):

@@ -12,8 +12,7 @@ import datetime as dt
 import math
 from typing import Any
 
-from jobs.protocol.errors import Issues, join, show, spell
-from jobs.protocol.fastyaml import Found
+from jobs.protocol.errors import Issues, join, show
 
 MAX_DEPTH = 64
 MAX_NODES = 200_000
@@ -43,24 +42,6 @@ def to_plain(value: object, issues: Issues) -> tuple[Any, dict[str, str]]:
     if budget.exhausted:
         issues.add("", f"the document is too big once expanded (more than {MAX_NODES} values)")
     return result, budget.float_sources
-
-
-def vouched(data: Any, found: list[Found]) -> tuple[Any, dict[str, str]] | None:
-    """What ``to_plain`` returns for ``data`` from ``fastyaml.load_noting`` (with what it
-    found), made in place, when all it found are finite floats; None when to_plain must look.
-    """
-    for container, key, _where in found:
-        value = container[key]
-        if not isinstance(value, float) or not math.isfinite(value):
-            return None
-    sources: dict[str, str] = {}
-    for container, key, where in found:
-        value = container[key]
-        source = getattr(value, "source", "")
-        if source:
-            sources[spell(where)] = source
-        container[key] = float(value)
-    return data, sources
 
 
 def _path(parts: tuple[str | int, ...]) -> str:

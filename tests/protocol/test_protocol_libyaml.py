@@ -1,9 +1,14 @@
-"""What rapidyaml hands back is read by libyaml, which must agree with pure PyYAML: whenever
-both read a text, they read the same data. libyaml is the more lenient of the two in a few
-corners (``{a: n?ull}``: a ``?`` inside a plain scalar in a flow mapping); such a text is
-accepted, as libyaml (the reference implementation) and OpenPAI's js-yaml accept it."""
+"""Job files are read by libyaml (the fast path), which must agree with pure PyYAML: whenever
+both read a text, they read the same data, and libyaml refuses none PyYAML reads. libyaml is
+the more lenient of the two in a few corners (``{a: n?ull}``: a ``?`` inside a plain scalar in
+a flow mapping); such a text is accepted, as libyaml (the reference implementation) and
+OpenPAI's js-yaml accept it."""
 
 from __future__ import annotations
+
+import math
+import os
+from typing import Any
 
 import pytest
 import yaml
@@ -12,10 +17,55 @@ from hypothesis import strategies as st
 
 from jobs.protocol import parse
 from jobs.protocol.errors import ProtocolError
-from tests.protocol.test_protocol_fastyaml import STYLES, VALUES, same
+
+STYLES = {
+    "default": {},
+    "flow": {"default_flow_style": True},
+    "block": {"default_flow_style": False},
+    "unicode": {"default_flow_style": False, "allow_unicode": True},
+    "wide": {"default_flow_style": False, "allow_unicode": True, "width": 10_000},
+}
+WORDISH = st.sampled_from(
+    ["yes", "No", "on", "OFF", "null", "~", "1.10", "0x1f", "0o17", "1_000", "2024-01-02",
+     "-", "? x", "a: b", "# c", "|", "> x", "*a", "&a", "!t", "%x", "@", "`", "'", '"', ""]
+)  # fmt: skip
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(2**300), max_value=2**300)
+    | st.floats(allow_nan=False)
+    | st.dates()
+    | st.text(max_size=30)
+    | st.text(alphabet=st.characters(codec="ascii"), max_size=30)
+    | WORDISH
+)
+KEYS = st.text(max_size=12) | WORDISH | st.integers() | st.booleans()
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(KEYS, inner, max_size=5),
+    max_leaves=30,
+)
+
+
+def same(left: Any, right: Any) -> bool:
+    """Equal, with the type too (True is not 1, 1.0 is not 1), all the way down."""
+    if isinstance(left, dict):
+        return (
+            type(right) is dict
+            and list(left) == list(right)
+            and all(same(k, r) for k, r in zip(left, right, strict=True))
+            and all(same(left[k], right[k]) for k in left)
+        )
+    if isinstance(left, list):
+        return type(right) is list and len(left) == len(right) and all(map(same, left, right))
+    if isinstance(left, float) and isinstance(right, float):
+        return left == right or (math.isnan(left) and math.isnan(right))
+    return type(left) is type(right) and left == right
+
 
 CHECK = settings(
-    max_examples=int(__import__("os").environ.get("N", 300)),
+    max_examples=int(os.environ.get("N", 300)),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from protocol_samples import EXAMPLES, V1_JOB, V2_JOB, changed, places
 
 from jobs.protocol import ProtocolError, json_schema, load_job, normalise
-from jobs.protocol.parse import parse_job
+from jobs.protocol.parse import parse_text
 
 SCHEMA = jsonschema.Draft202012Validator(json_schema())
 MANY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -146,7 +146,7 @@ def test_every_accepted_v2_job_normalises_into_the_schema(
     assert_matches_the_schema(job)
 
 
-SAMPLES = [V1_JOB, V2_JOB] + [parse_job(p.read_bytes())[0] for p in sorted(EXAMPLES.iterdir())]
+SAMPLES = [V1_JOB, V2_JOB] + [parse_text(p.read_bytes())[0] for p in sorted(EXAMPLES.iterdir())]
 
 
 @MANY
