@@ -14,10 +14,15 @@ app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-# Beat's routine samplers: their "received" and "succeeded" lines, two every 5 s, buried what
-# make run prints worth reading. Their failures are still logged (as errors).
+# Beat's routine samplers and the alerts' sweep: their "received" and "succeeded" lines, two
+# every 5 s, buried what make run prints worth reading. Their failures are still logged.
 ROUTINE_TASKS = frozenset(
-    {"jobs.tasks.sample_usage", "clusters.tasks.sample_vc_usage", "clusters.tasks.refresh_capacity"}
+    {
+        "jobs.tasks.sample_usage",
+        "clusters.tasks.sample_vc_usage",
+        "clusters.tasks.refresh_capacity",
+        "notify.tasks.sweep",
+    }
 )
 
 
