@@ -91,7 +91,8 @@ def test_a_process_that_escaped_with_a_pipe_cannot_hold_the_exit_code_back(tmp_p
     backend = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig(enabled=False))
     ref = launch(backend, "setsid sleep 300 &\necho $! >escaped.pid\necho done\n")
     assert wait_until_ended(backend, ref, timeout=60).value == "succeeded"
-    assert ended_marker(backend.root, ref).exists()
+    # The wrapper writes the exit code, then the marker: a moment apart.
+    wait_for(lambda: ended_marker(backend.root, ref).exists(), timeout=10)
     escaped = int((backend.root / ref / "escaped.pid").read_text())
     os.kill(escaped, signal.SIGKILL)
 
