@@ -8,8 +8,13 @@ Rules:
   what no VC guarantees: the cluster's capacity less every set quota, shared by all the VCs
   without one (issue 27: one unlimited VC counted all its jobs as guaranteed and cancelled
   every other VC's guarantee). Jobs that fit their VC's guarantee are *guaranteed*.
-* Per VC, waiting jobs go by priority (high first), then submission time. Best-effort FIFO
-  (default): a job that does not fit does not block smaller ones behind it; strict FIFO: it does.
+* Per VC, waiting jobs go by priority (high first); among jobs of one priority, the user with
+  the smallest dominant share goes first (dominant resource fairness, DRF, as in Kueue's fair
+  sharing and YARN's DRF policy): a user's share is the largest fraction of the cluster's CPU,
+  memory or GPUs that the user's running jobs in the VC hold, counting also that user's jobs
+  queued ahead, so one user's 1,000 jobs interleave with another's one instead of going first;
+  then submission time. Best-effort FIFO (default): a job that does not fit does not block the
+  ones behind it; strict FIFO: it does.
 * Whatever its quota says, a job is only admitted while the cluster has room for it: the
   cluster's capacity minus what running guaranteed jobs of every VC use (an unlimited VC is
   bounded by the cluster, not by a quota of its own).
@@ -214,6 +219,7 @@ class Waiting:
     opportunistic: bool = False
     preempted: bool = False  # ran before and was sent back to the queue
     label: str = ""
+    user: str = ""  # whose job: fairness among a VC's users
 
 
 @dataclass(frozen=True)
@@ -224,6 +230,7 @@ class Running:
     created_at: datetime
     priority: int = 0
     borrowing: bool = False
+    user: str = ""
 
 
 def unguaranteed(quotas: Iterable[Limit], capacity: Limit) -> Limit:
@@ -279,7 +286,33 @@ class Plan:
 
 
 def queue_order(job: Waiting) -> tuple[int, datetime, int]:
+    """A user's own jobs: priority (high first), then submission time."""
     return (-job.priority, job.created_at, job.id)
+
+
+def dominant_share(use: Resources, capacity: Limit) -> float:
+    """The largest fraction of the cluster's capacity that ``use`` holds of any resource."""
+    pairs = [(use.cpu, capacity.cpu), (use.memory_mb, capacity.memory_mb)]
+    if capacity.gpus is not None:
+        pairs.append((use.gpu_total, sum(capacity.gpus.values())))
+    return max((held / cap for held, cap in pairs if cap), default=0.0)
+
+
+def fair_order(jobs: list[Waiting], held: dict[str, Resources], capacity: Limit) -> list[Waiting]:
+    """A VC's queue: priority first; within one priority, dominant resource fairness. Each of a
+    user's jobs is keyed by the user's dominant share with what the user runs (``held``) and the
+    user's jobs ahead of it, so users take turns, the one holding least first."""
+    keyed = []
+    by_user: dict[str, list[Waiting]] = defaultdict(list)
+    for job in jobs:
+        by_user[job.user].append(job)
+    for user, own in by_user.items():
+        ahead = held.get(user, Resources())
+        for job in sorted(own, key=queue_order):
+            share = dominant_share(ahead, capacity)
+            keyed.append(((-job.priority, share, job.created_at, job.id), job))
+            ahead = ahead + job.demand
+    return [job for _, job in sorted(keyed, key=lambda pair: pair[0])]
 
 
 def plan(
@@ -299,8 +332,11 @@ def plan(
     total = Resources()  # everything running or admitted
     held = Resources()  # what guaranteed jobs hold: all but the borrowers, who can be preempted
     borrowers: list[Running] = []
+    users_held: dict[str, dict[str, Resources]] = defaultdict(dict)  # VC -> user -> running
     for job in running:
         total = total + job.demand
+        mine = users_held[job.vc]
+        mine[job.user] = mine.get(job.user, Resources()) + job.demand
         if job.borrowing:
             borrowers.append(job)
             borrowed[job.vc] = borrowed[job.vc] + job.demand
@@ -316,10 +352,12 @@ def plan(
     notes: dict[int, str] = {}
     later: list[Waiting] = []  # opportunistic, to borrow after the guaranteed
     queue_of = {name: by_name.get(name) or Queue(name, Limit()) for name in queued}
+    for name in queued:
+        queued[name] = fair_order(queued[name], users_held[name], capacity)
     for name in sorted(queued):
         queue = queue_of[name]
         blocked: Waiting | None = None
-        for job in sorted(queued[name], key=queue_order):
+        for job in queued[name]:
             if blocked is not None:
                 notes[job.id] = f"behind {blocked.label or f'job {blocked.id}'} (strict FIFO)"
                 continue
@@ -362,7 +400,7 @@ def plan(
     admitted = set(result.admit)
     for jobs in queued.values():
         position = 0
-        for job in sorted(jobs, key=queue_order):
+        for job in jobs:
             if job.id in admitted:
                 continue
             position += 1

@@ -135,7 +135,7 @@ def admit(backend: Backend, report: PassReport, full: bool = True) -> None:
         wakeup.request_pass_later(STANDING_EVERY_SECONDS)
 
 
-FIELDS = ("id", "virtual_cluster__name", "resources_text", "created_at", "priority")
+FIELDS = ("id", "virtual_cluster__name", "resources_text", "created_at", "priority", "owner_id")
 # Read as text and decoded with orjson, and "has it started" instead of the time itself: a pass
 # reads every waiting job, and Django's JSON and datetime converters were a third of it.
 READ_AS = {
@@ -162,6 +162,7 @@ def load(backend: Backend | None) -> Loaded:
             row["created_at"],
             row["priority"],
             row["borrowing"],
+            user=str(row["owner_id"]),
         )
         for row in Job.objects.filter(state__in=[JobState.RUNNING, JobState.STOPPING])
         .annotate(**READ_AS)
@@ -192,6 +193,7 @@ def load(backend: Backend | None) -> Loaded:
                 row["opportunistic"],
                 preempted=row["preempted"],
                 label=f"{row['owner__username']}~{row['name']}",
+                user=str(row["owner_id"]),
             )
         )
         standing[row["id"]] = (row["reason"], row["queue_position"])

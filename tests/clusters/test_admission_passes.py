@@ -44,6 +44,19 @@ def test_jobs_beyond_the_quota_wait_with_a_reason_and_a_position(alice, backend)
     assert (jobs[3].queue_position, jobs[3].reason.endswith("1 job ahead")) == (2, True)
 
 
+def test_users_of_one_vc_take_turns(alice, bob, backend):
+    cluster(cpu=8)
+    vc("research", alice, bob, cpu=2, max_capacity=0)
+    alices = [
+        lifecycle.submit(alice, job_text(f"a{i}"), virtual_cluster="research") for i in range(3)
+    ]
+    bobs = lifecycle.submit(bob, job_text("b"), virtual_cluster="research")
+    run_pass(backend)
+    states = [fresh(j).state for j in [*alices, bobs]]
+    assert states == [JobState.RUNNING, JobState.WAITING, JobState.WAITING, JobState.RUNNING]
+    assert (alices[1].queue_position, alices[2].queue_position) == (1, 2)
+
+
 def test_a_finished_job_frees_its_quota_for_the_next(alice, backend):
     cluster(cpu=8)
     vc("research", alice, cpu=1, max_capacity=0)

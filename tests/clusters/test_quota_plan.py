@@ -462,3 +462,43 @@ def test_guaranteed_jobs_never_exceed_their_vcs_guarantee_nor_the_cluster(quotas
     assert sum(guaranteed.values()) <= cap.cpu
     rest = cap.cpu - sum(q.quota.cpu or 0 for q in queues[:-1])
     assert guaranteed.get(names[-1], 0) <= max(rest, 0)
+
+
+# -- fairness among a VC's users: dominant resource fairness ------------------------------------
+
+
+def test_one_users_many_jobs_take_turns_with_anothers_one():
+    many = [job(i, user="ann", at=at(i)) for i in range(10)]
+    late = job(99, user="bob", at=at(50))
+    result = plan([fixed("research", Limit(cpu=3))], BIG, [], [*many, late])
+    assert result.admit == [0, 99, 1]  # ann's first, then bob (he holds least), then ann again
+    assert result.waiting[2][1] == 1
+
+
+def test_a_user_already_running_much_goes_after_one_running_nothing():
+    running = [Running(50 + i, "research", Resources(1), at(0), user="ann") for i in range(2)]
+    waiting = [job(1, user="ann", at=at(1)), job(2, user="bob", at=at(2))]
+    result = plan([fixed("research", Limit(cpu=3))], BIG, running, waiting)
+    assert result.admit == [2]
+    assert result.waiting[1] == (
+        f"waiting for 1 CPU in 'research': 0 free{no_borrowing('research')}, no job ahead",
+        1,
+    )
+
+
+def test_the_dominant_resource_decides_whose_turn_it_is():
+    # ann runs 1 GPU of 100 (1%) but bob 500 of 1000 CPUs (50%): ann's share is smaller
+    running = [
+        Running(50, "research", Resources(1, 0, {"V100": 1}), at(0), user="ann"),
+        Running(51, "research", Resources(500), at(0), user="bob"),
+    ]
+    waiting = [job(1, user="bob", at=at(1)), job(2, user="ann", at=at(2))]
+    result = plan([fixed("research", Limit(cpu=502))], BIG, running, waiting)
+    assert result.admit == [2]
+
+
+def test_priority_orders_before_fairness():
+    waiting = [job(1, user="ann", at=at(1)), job(2, user="ann", at=at(2), priority=5)]
+    waiting.append(job(3, user="bob", at=at(3)))
+    result = plan([fixed("research", Limit(cpu=2))], BIG, [], waiting)
+    assert result.admit == [2, 3]  # ann's high-priority job first, then bob's (ann holds 1)
