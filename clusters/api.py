@@ -20,7 +20,8 @@ from rest_framework.views import APIView
 from clusters.capacity import cluster_capacity
 from clusters.models import Node, VirtualCluster
 from clusters.overview import VCView, overview
-from clusters.quota import Limit, Resources, quota_of
+from clusters.quota import Limit, quota_of
+from clusters.resources import Resources
 from clusters.usage import CHART_HOURS, SAMPLE_SECONDS, points
 from clusters.vc_changes import delete, delete_problem, quota_problems
 from jobs.api.serializers import QuotaSerializer, VirtualClusterSerializer
@@ -91,6 +92,8 @@ def vc_info(view: VCView, capacity: Limit) -> dict[str, Any]:
         "maxCapacity": vc.max_capacity,
         "dedicated": False,
         "status": "STOPPED" if vc.stopped else "RUNNING",
+        # Not in OpenPAI: why the guarantee can no longer be met (the cluster shrank), if so.
+        "guaranteeUnmet": view.unmet,
     }
 
 

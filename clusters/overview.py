@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from clusters.capacity import cluster_capacity
 from clusters.models import VirtualCluster
-from clusters.quota import Limit, Resources, guarantee, quota_of, resources_of, unguaranteed
+from clusters.quota import Limit, guarantee, quota_of, resources_of, unguaranteed
+from clusters.resources import Resources, gpu_label
 from jobs.models import Job
 from jobs.states import JobState
 
@@ -41,6 +43,7 @@ class VCView:
     running: int = 0
     waiting: int = 0
     shared: Limit = field(default_factory=Limit)  # the rest no VC guarantees (unguaranteed)
+    unmet: list[str] = field(default_factory=list)  # why its guarantee no longer fits (unmet)
 
     def bars(self, capacity: Limit) -> list[Bar]:
         """Use against the guarantee, per resource: the quota where one is set, else the share
@@ -73,9 +76,11 @@ def overview(names: list[str] | None = None) -> tuple[list[VCView], Limit]:
     read: the rest no VC guarantees depends on them all)."""
     capacity = cluster_capacity()
     every = list(VirtualCluster.objects.all())
-    shared = unguaranteed((quota_of(vc) for vc in every), capacity)
+    quotas = {vc.name: quota_of(vc) for vc in every}
+    shared = unguaranteed(quotas.values(), capacity)
+    lacking = unmet(quotas, capacity)
     views = {
-        vc.id: VCView(vc, quota_of(vc), shared=shared)
+        vc.id: VCView(vc, quotas[vc.name], shared=shared, unmet=lacking.get(vc.name, []))
         for vc in every
         if names is None or vc.name in names
     }
@@ -102,6 +107,36 @@ def guaranteed_sum(quotas: dict[str, Limit]) -> Resources:
     for q in quotas.values():
         total = total + Resources(q.cpu or 0, q.memory_mb or 0, dict(q.gpus or {}))
     return total
+
+
+def unmet(quotas: dict[str, Limit], capacity: Limit) -> dict[str, list[str]]:
+    """The VCs whose guarantee the cluster can no longer give (it lost a node, a GPU): for each
+    resource whose guarantees add up to more than the capacity, every VC guaranteeing some of
+    it, with the amounts. Edits cannot over-commit (``over_capacity``); a shrinking cluster can.
+    """
+    if capacity.unlimited:
+        return {}
+    total = guaranteed_sum(quotas)
+    rows: list[tuple[str, int, int, Callable[[Limit], int]]] = [
+        ("CPU", total.cpu, capacity.cpu or 0, lambda q: q.cpu or 0),
+        ("MB memory", total.memory_mb, capacity.memory_mb or 0, lambda q: q.memory_mb or 0),
+    ]
+    for kind in sorted(total.gpus):
+        have = (capacity.gpus or {}).get(kind, 0)
+        rows.append(
+            (gpu_label(kind), total.gpus[kind], have, lambda q, k=kind: (q.gpus or {}).get(k, 0))
+        )
+    found: dict[str, list[str]] = {}
+    for what, promised, have, part in rows:
+        if promised <= have:
+            continue
+        for name, quota in sorted(quotas.items()):
+            if part(quota):
+                found.setdefault(name, []).append(
+                    f"its guarantee of {part(quota)} {what} can no longer be met: the virtual "
+                    f"clusters guarantee {promised} in all and the cluster has {have}"
+                )
+    return found
 
 
 def over_capacity(pk: int | None, quota: Limit, capacity: Limit | None = None) -> list[str]:

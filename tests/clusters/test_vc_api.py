@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 from rest_framework.test import APIClient
 
 from clusters import capacity
@@ -199,3 +200,22 @@ def test_a_put_counts_the_virtual_clusters_own_quota_once(admin):
     body = {"resourcesGuaranteed": {"vCores": 7}}
     response = client_for(admin).put("/api/v2/virtual-clusters/research", body, format="json")
     assert response.status_code == 200 and response.json()["quota"]["vCores"] == 7
+
+
+def test_vcs_whose_guarantee_a_shrunk_cluster_cannot_give_are_named(alice, admin):
+    node = cluster(cpu=8, gpus={"V100": 4})
+    vc("research", alice, cpu=4, gpus={"V100": 3})
+    vc("vision", alice, cpu=2, gpus={"V100": 1})
+    body = client_for(alice).get("/api/v2/virtual-clusters").json()
+    assert [body[n]["guaranteeUnmet"] for n in ("research", "vision", "default")] == [[], [], []]
+    node.gpus = {"V100": 2}  # a GPU board lost
+    node.save()
+    body = client_for(alice).get("/api/v2/virtual-clusters").json()
+    said = "can no longer be met: the virtual clusters guarantee 4 in all and the cluster has 2"
+    assert body["research"]["guaranteeUnmet"] == [f"its guarantee of 3 GPU (V100) {said}"]
+    assert body["vision"]["guaranteeUnmet"] == [f"its guarantee of 1 GPU (V100) {said}"]
+    assert body["default"]["guaranteeUnmet"] == []  # it guarantees only what no VC does
+    client = Client()
+    client.force_login(admin)
+    page = client.get("/manage/virtual-clusters/").content.decode()
+    assert f'id="unmet-research">research: its guarantee of 3 GPU (V100) {said}' in page
