@@ -11,7 +11,8 @@ from django.db import transaction
 from clusters import registry
 from clusters.backends.base import Backend, Capacity
 from clusters.models import Node
-from clusters.quota import Limit, Resources
+from clusters.quota import Limit
+from clusters.resources import Resources
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +50,13 @@ def total(nodes: list[Node]) -> Resources:
     return result
 
 
-def cluster_capacity(backend: Backend | None = None) -> Limit:
-    """The summed capacity of the cached nodes.
+def node_capacities(backend: Backend | None = None) -> dict[str, Resources]:
+    """Each cached node's capacity by name.
 
     With no node cached (a fresh install before beat's first refresh), the nodes are asked of
     ``backend`` (by default the configured one) and cached, so that quotas, submissions and
     admission are checked against the real cluster from the start. Only when the backend
-    cannot say (it is unreachable) is the capacity unknown: ``Limit()``, nothing limited.
+    cannot say (it is unreachable) are the nodes unknown: an empty dict.
     """
     nodes = list(Node.objects.all())
     if not nodes:
@@ -63,5 +64,20 @@ def cluster_capacity(backend: Backend | None = None) -> Limit:
             nodes = refresh(backend or registry.get_backend())
         except Exception:  # an unreachable cluster must not break pages or submissions
             log.warning("could not read the cluster's capacity from the backend", exc_info=True)
-            return Limit()
-    return Limit.of(total(nodes)) if nodes else Limit()
+            return {}
+    return {node.name: Resources(node.cpu, node.memory_mb, dict(node.gpus)) for node in nodes}
+
+
+def cluster_capacity(backend: Backend | None = None) -> Limit:
+    """The summed capacity of the nodes (``node_capacities``); ``Limit()``, nothing limited,
+    when they are unknown."""
+    return summed(node_capacities(backend))
+
+
+def summed(nodes: dict[str, Resources]) -> Limit:
+    if not nodes:
+        return Limit()
+    result = Resources()
+    for cap in nodes.values():
+        result = result + cap
+    return Limit.of(result)

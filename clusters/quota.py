@@ -37,30 +37,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-ANY_GPU = ""
+from clusters.placement import (
+    Rooms,
+    TaskShape,
+    Use,
+    give,
+    overdrawn,
+    place,
+    shortfall_by_node,
+    take,
+)
+from clusters.resources import ANY_GPU, Resources, gpu_label
+
 PRIORITY_CLASSES = {"crit": 1000, "prod": 100, "test": 10, "oppo": -1}
-
-
-@dataclass(frozen=True)
-class Resources:
-    cpu: int = 0
-    memory_mb: int = 0
-    gpus: dict[str, int] = field(default_factory=dict)  # GPU type ("" = any) -> count
-
-    def __add__(self, other: Resources) -> Resources:
-        gpus = dict(self.gpus)
-        for kind, count in other.gpus.items():
-            gpus[kind] = gpus.get(kind, 0) + count
-        return Resources(self.cpu + other.cpu, self.memory_mb + other.memory_mb, gpus)
-
-    def __sub__(self, other: Resources) -> Resources:
-        return self + Resources(
-            -other.cpu, -other.memory_mb, {k: -v for k, v in other.gpus.items()}
-        )
-
-    @property
-    def gpu_total(self) -> int:
-        return sum(self.gpus.values())
 
 
 @dataclass(frozen=True)
@@ -88,10 +77,6 @@ class Shortfall:
 
     def __str__(self) -> str:
         return f"{self.need} {self.what}"
-
-
-def gpu_label(kind: str) -> str:
-    return f"GPU ({kind})" if kind else "GPU"
 
 
 def shortfall(need: Resources, limit: Limit, used: Resources) -> Shortfall | None:
@@ -149,15 +134,26 @@ def gpu_type_of(protocol: dict[str, Any], role: str) -> str:
     return str((hived_roles.get(role) or {}).get("gpuType") or v1_type or "")
 
 
+def tasks_of(protocol: dict[str, Any]) -> tuple[TaskShape, ...]:
+    """What a canonical job asks for, role by role: (role, instances, per instance)."""
+    shapes = []
+    for role, spec in protocol["taskRoles"].items():
+        per = spec["resourcePerInstance"]
+        kind = gpu_type_of(protocol, role)
+        gpus = {kind: int(per["gpu"])} if per["gpu"] else {}
+        shapes.append(
+            (role, int(spec["instances"]), Resources(int(per["cpu"]), int(per["memoryMB"]), gpus))
+        )
+    return tuple(shapes)
+
+
 def demand_of(protocol: dict[str, Any]) -> Resources:
     """What a canonical job asks for in total: every instance of every role."""
     total = Resources()
-    for role, spec in protocol["taskRoles"].items():
-        per = spec["resourcePerInstance"]
-        n = int(spec["instances"])
-        kind = gpu_type_of(protocol, role)
-        gpus = {kind: n * int(per["gpu"])} if per["gpu"] else {}
-        total = total + Resources(n * int(per["cpu"]), n * int(per["memoryMB"]), gpus)
+    for _, n, per in tasks_of(protocol):
+        total = total + Resources(
+            n * per.cpu, n * per.memory_mb, {k: n * c for k, c in per.gpus.items()}
+        )
     return total
 
 
@@ -220,6 +216,7 @@ class Waiting:
     preempted: bool = False  # ran before and was sent back to the queue
     label: str = ""
     user: str = ""  # whose job: fairness among a VC's users
+    tasks: tuple[TaskShape, ...] = ()  # by role; none known: one task of the whole demand
 
 
 @dataclass(frozen=True)
@@ -231,6 +228,8 @@ class Running:
     priority: int = 0
     borrowing: bool = False
     user: str = ""
+    placed: Use = field(default_factory=dict)  # node -> what its tasks hold there, where known
+    unplaced: tuple[TaskShape, ...] = ()  # its tasks on no known node yet (a pending pod)
 
 
 def unguaranteed(quotas: Iterable[Limit], capacity: Limit) -> Limit:
@@ -321,8 +320,13 @@ def plan(
     running: Iterable[Running],
     waiting: Iterable[Waiting],
     max_admit: int | None = None,
+    nodes: dict[str, Resources] | None = None,
 ) -> Plan:
-    """Decide one admission pass; see the module's rules."""
+    """Decide one admission pass; see the module's rules. With ``nodes`` (their capacity, two
+    or more), every task of an admitted job must also find room on one node
+    (``clusters.placement``)."""
+    running = list(running)
+    rooms = rooms_of(nodes, running) if nodes and len(nodes) > 1 else None
     by_name = {q.name: q for q in queues}
     shared = unguaranteed((q.quota for q in by_name.values()), capacity)
     result = Plan()
@@ -333,18 +337,18 @@ def plan(
     held = Resources()  # what guaranteed jobs hold: all but the borrowers, who can be preempted
     borrowers: list[Running] = []
     users_held: dict[str, dict[str, Resources]] = defaultdict(dict)  # VC -> user -> running
-    for job in running:
-        total = total + job.demand
-        mine = users_held[job.vc]
-        mine[job.user] = mine.get(job.user, Resources()) + job.demand
-        if job.borrowing:
-            borrowers.append(job)
-            borrowed[job.vc] = borrowed[job.vc] + job.demand
+    for run in running:
+        total = total + run.demand
+        by_user = users_held[run.vc]
+        by_user[run.user] = by_user.get(run.user, Resources()) + run.demand
+        if run.borrowing:
+            borrowers.append(run)
+            borrowed[run.vc] = borrowed[run.vc] + run.demand
         else:
-            used[job.vc] = used[job.vc] + job.demand
-            quota = by_name[job.vc].quota if job.vc in by_name else Limit()
-            shared_use = shared_use + shared_part(quota, job.demand)
-            held = held + job.demand
+            used[run.vc] = used[run.vc] + run.demand
+            quota = by_name[run.vc].quota if run.vc in by_name else Limit()
+            shared_use = shared_use + shared_part(quota, run.demand)
+            held = held + run.demand
     borrowers.sort(key=preemption_order)
     queued: dict[str, list[Waiting]] = defaultdict(list)
     for w in waiting:
@@ -369,13 +373,23 @@ def plan(
             if short is None and max_admit is not None and len(result.admit) >= max_admit:
                 notes[job.id] = "fits; starts in the next pass"
                 continue
+            use: Use = {}
+            if short is None and rooms is not None:
+                found = place(shapes(job), rooms.free) or place(shapes(job), rooms.unheld)
+                if found is None:  # not even were every borrower gone: fragmentation
+                    notes[job.id] = str(shortfall_by_node(shapes(job), rooms.unheld))
+                    blocked = job if queue.strict_fifo else None
+                    continue
+                use = found
+                take(rooms.free, use)
+                take(rooms.unheld, use)
             if short is None:
                 result.admit.append(job.id)
                 used[name] = used[name] + job.demand
                 shared_use = shared_use + shared_part(queue.quota, job.demand)
                 held = held + job.demand
                 total = total + job.demand
-                total = reclaim(job, capacity, total, borrowers, result)
+                total = reclaim(job, capacity, total, borrowers, result, rooms)
                 continue
             later.append(job)  # may borrow idle capacity, after every VC's guaranteed jobs
             if queue.strict_fifo:
@@ -393,6 +407,13 @@ def plan(
             and shortfall(job.demand, capacity, total) is None
             and shortfall(job.demand, most, mine) is None
         ):
+            if rooms is not None:
+                found = place(shapes(job), rooms.free)
+                if found is None:
+                    notes[job.id] = str(shortfall_by_node(shapes(job), rooms.free))
+                    continue
+                take(rooms.free, found)
+                rooms.where[job.id] = found
             result.admit.append(job.id)
             result.borrow.add(job.id)
             borrowed[job.vc] = borrowed[job.vc] + job.demand
@@ -475,31 +496,80 @@ def relieves(victim: Resources, used: Resources, limit: Limit) -> bool:
 
 
 def reclaim(
-    job: Waiting, capacity: Limit, total: Resources, borrowers: list[Running], result: Plan
+    job: Waiting,
+    capacity: Limit,
+    total: Resources,
+    borrowers: list[Running],
+    result: Plan,
+    rooms: Rooms | None = None,
 ) -> Resources:
-    """Preempt as few borrowers as it takes for the cluster to hold ``total``.
+    """Preempt as few borrowers as it takes for the cluster (and, with ``rooms``, each node) to
+    hold ``total``.
 
-    In preemption order, take each borrower that holds some of what is missing until it fits;
-    then spare, newest choice first, every one whose resources turn out not to be needed
-    (Kueue's minimal preemption). ``borrowers`` loses the ones preempted.
+    In preemption order, take each borrower that holds some of what is missing (on the cluster
+    or on a node that is overdrawn) until it fits; then spare, newest choice first, every one
+    whose resources turn out not to be needed (Kueue's minimal preemption). ``borrowers`` loses
+    the ones preempted; ``rooms`` gets their room back.
     """
+    free = rooms.free if rooms is not None else {}
+    where = rooms.where if rooms is not None else {}
+
+    def over(total: Resources) -> bool:
+        return exceeds(total, capacity) or any(overdrawn(room) for room in free.values())
+
     chosen: list[Running] = []
     for victim in list(borrowers):
-        if not exceeds(total, capacity):
+        if not over(total):
             break
-        if relieves(victim.demand, total, capacity):
+        on_nodes = where.get(victim.id, {})
+        if relieves(victim.demand, total, capacity) or any(
+            overdrawn(free[node]) for node in on_nodes if node in free
+        ):
             chosen.append(victim)
             total = total - victim.demand
+            give(free, on_nodes)
     for victim in reversed(chosen):
-        if not exceeds(total + victim.demand, capacity):
+        take(free, where.get(victim.id, {}))
+        if not over(total + victim.demand):
             chosen.remove(victim)
             total = total + victim.demand
+        else:
+            give(free, where.get(victim.id, {}))
     for victim in chosen:
         borrowers.remove(victim)
         result.preempt[victim.id] = (
             f"preempted: '{job.vc}' needed its quota back; waiting to run again"
         )
     return total
+
+
+def shapes(job: Waiting) -> tuple[TaskShape, ...]:
+    """A job's tasks; one task of its whole demand when they are not known."""
+    return job.tasks or (("", 1, job.demand),)
+
+
+def rooms_of(nodes: dict[str, Resources], running: list[Running]) -> Rooms:
+    """The nodes' free room once every running job is counted where its tasks are: where the
+    backend placed them, else where they would go (best fit, after all known placements)."""
+    rooms = Rooms(dict(nodes), dict(nodes), {})
+    for job in running:
+        take(rooms.free, job.placed)
+        if job.borrowing:
+            rooms.where[job.id] = dict(job.placed)
+        else:
+            take(rooms.unheld, job.placed)
+    for job in running:
+        use = place(job.unplaced, rooms.free) if job.unplaced else None
+        if not use:
+            continue
+        take(rooms.free, use)
+        if not job.borrowing:
+            take(rooms.unheld, use)
+            continue
+        mine = rooms.where[job.id]
+        for node, part in use.items():
+            mine[node] = mine.get(node, Resources()) + part
+    return rooms
 
 
 # -- the plain forms of what the models store ---------------------------------------------------
@@ -513,6 +583,19 @@ def resources_of(data: dict[str, Any] | None) -> Resources:
     data = data or {}
     return Resources(
         int(data.get("cpu", 0)), int(data.get("memoryMB", 0)), dict(data.get("gpus") or {})
+    )
+
+
+def demand_json(protocol: dict[str, Any]) -> dict[str, Any]:
+    """What a Job stores of its demand: the total, and its tasks by role (``tasks_of``)."""
+    tasks = [[role, n, resources_json(per)] for role, n, per in tasks_of(protocol)]
+    return {**resources_json(demand_of(protocol)), "tasks": tasks}
+
+
+def shapes_of(data: dict[str, Any] | None) -> tuple[TaskShape, ...]:
+    """The tasks a Job's stored demand lists (none for a job stored before they were)."""
+    return tuple(
+        (role, int(n), resources_of(per)) for role, n, per in (data or {}).get("tasks") or ()
     )
 
 

@@ -26,7 +26,8 @@ from django.shortcuts import render
 from clusters.capacity import total
 from clusters.models import Node, VirtualCluster
 from clusters.overview import overview
-from clusters.quota import ANY_GPU, Resources, demand_of
+from clusters.quota import demand_of
+from clusters.resources import ANY_GPU, Resources
 from clusters.usage import charts
 from jobs.models import Job, Task
 from jobs.states import LIVE_TASK_STATES, JobState

@@ -23,8 +23,8 @@ from clusters.capacity import total
 from clusters.forms import NewUserForm, UserAccessForm, VirtualClusterForm
 from clusters.models import DefaultVirtualCluster, Node, VirtualCluster
 from clusters.overview import overview
-from clusters.quota import Resources
 from clusters.registry import get_backend
+from clusters.resources import Resources
 from jobs.models import Task
 from jobs.states import LIVE_TASK_STATES
 

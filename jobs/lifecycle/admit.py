@@ -11,6 +11,8 @@ starting each admitted job and stopping each preempted one (bounded by ``MAX_ADM
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -22,6 +24,7 @@ from django.db.models.functions import Cast
 from clusters import capacity
 from clusters.backends.base import Backend
 from clusters.models import DEFAULT_VIRTUAL_CLUSTER, DefaultVirtualCluster, VirtualCluster
+from clusters.placement import TaskShape, Use, place, shortfall_by_node
 from clusters.quota import (
     Limit,
     Plan,
@@ -29,21 +32,24 @@ from clusters.quota import (
     Running,
     Waiting,
     ceiling,
+    demand_json,
     demand_of,
     guarantee,
     never_fits,
     options_of,
     plan,
     quota_of,
-    resources_json,
     resources_of,
+    shapes_of,
+    tasks_of,
 )
+from clusters.resources import Resources
 from jobs import wakeup
 from jobs.lifecycle.launch import start_waiting
 from jobs.lifecycle.preempt import preempt
 from jobs.lifecycle.report import PassReport
-from jobs.models import Job
-from jobs.states import JobState
+from jobs.models import Job, Task
+from jobs.states import LIVE_TASK_STATES, JobState
 
 log = logging.getLogger(__name__)
 MAX_ADMIT = 100  # jobs started per pass; the rest are told they start in the next pass
@@ -55,7 +61,7 @@ def job_fields(protocol: dict[str, Any]) -> dict[str, Any]:
     """The admission fields of a new Job: its total demand, priority and opportunism."""
     priority, opportunistic = options_of(protocol)
     return {
-        "resources": resources_json(demand_of(protocol)),
+        "resources": demand_json(protocol),
         "priority": priority,
         "opportunistic": opportunistic,
     }
@@ -98,7 +104,8 @@ def submit_check(user: Any, protocol: dict[str, Any], vc_name: str | None) -> Vi
         )
     # Beyond its VC's guarantee a job may borrow idle capacity (clusters.quota): only what the
     # cluster could never hold is refused (issue 27).
-    cluster = capacity.cluster_capacity()
+    nodes = capacity.node_capacities()
+    cluster = capacity.summed(nodes)
     limits = [(cluster, "the cluster has")]
     if vc.max_capacity < 100:
         # at least the VC's guarantee; a resource it has no quota of is not checked here
@@ -115,6 +122,17 @@ def submit_check(user: Any, protocol: dict[str, Any], vc_name: str | None) -> Vi
                     for s in short
                 )
             )
+    if len(nodes) > 1 and place(tasks_of(protocol), nodes) is None:
+        lacking = shortfall_by_node(tasks_of(protocol), nodes)
+        if lacking.what:
+            raise ValueError(
+                f"taskRoles.{lacking.role}: a task needs {lacking.need} {lacking.what} on one "
+                f"node, and the most any node has is {lacking.most} ({lacking.node})"
+            )
+        raise ValueError(
+            f"taskRoles.{lacking.role}: the job's tasks could never all fit on the cluster's "
+            "nodes at once"
+        )
     return vc
 
 
@@ -144,16 +162,31 @@ READ_AS = {
 }
 
 
-Loaded = tuple[list[Queue], Limit, list[Running], list[Waiting], dict[int, tuple[str, int | None]]]
+@dataclass
+class Loaded:
+    """Everything a pass decides on, and each waiting job's current (reason, position)."""
+
+    queues: list[Queue]
+    capacity: Limit
+    nodes: dict[str, Resources]
+    running: list[Running]
+    waiting: list[Waiting]
+    standing: dict[int, tuple[str, int | None]]
 
 
 def load(backend: Backend | None) -> Loaded:
-    """Everything a pass decides on, and each waiting job's current (reason, position)."""
+    """Read a pass's inputs: five queries (four with one node), whatever the number of jobs."""
     queues = [
         Queue(vc.name, quota_of(vc), vc.strict_fifo, vc.max_capacity)
         for vc in VirtualCluster.objects.all()
     ]
-    cap = capacity.cluster_capacity(backend)
+    nodes = capacity.node_capacities(backend)
+    rows = list(
+        Job.objects.filter(state__in=[JobState.RUNNING, JobState.STOPPING])
+        .annotate(**READ_AS)
+        .values(*FIELDS, "borrowing")
+    )
+    placed, unplaced = task_places([row["id"] for row in rows] if len(nodes) > 1 else [], nodes)
     running = [
         Running(
             row["id"],
@@ -163,10 +196,10 @@ def load(backend: Backend | None) -> Loaded:
             row["priority"],
             row["borrowing"],
             user=str(row["owner_id"]),
+            placed=placed.get(row["id"], {}),
+            unplaced=unplaced.get(row["id"], ()),
         )
-        for row in Job.objects.filter(state__in=[JobState.RUNNING, JobState.STOPPING])
-        .annotate(**READ_AS)
-        .values(*FIELDS, "borrowing")
+        for row in rows
     ]
     rows = (
         Job.objects.filter(state=JobState.WAITING)
@@ -183,28 +216,67 @@ def load(backend: Backend | None) -> Loaded:
     )
     waiting, standing = [], {}
     for row in rows:
+        demand = orjson.loads(row["resources_text"])
         waiting.append(
             Waiting(
                 row["id"],
                 row["virtual_cluster__name"],
-                resources_of(orjson.loads(row["resources_text"])),
+                resources_of(demand),
                 row["created_at"],
                 row["priority"],
                 row["opportunistic"],
                 preempted=row["preempted"],
                 label=f"{row['owner__username']}~{row['name']}",
                 user=str(row["owner_id"]),
+                tasks=shapes_of(demand),
             )
         )
         standing[row["id"]] = (row["reason"], row["queue_position"])
-    return queues, cap, running, waiting, standing
+    return Loaded(queues, capacity.summed(nodes), nodes, running, waiting, standing)
+
+
+def task_places(
+    job_ids: list[int], nodes: dict[str, Resources]
+) -> tuple[dict[int, Use], dict[int, tuple[TaskShape, ...]]]:
+    """Where the live tasks of running jobs are: per job, what they hold on each of ``nodes``
+    the backend placed them on, and the ones on none of them yet (a pending pod, a node not
+    cached); one query, none without jobs."""
+    placed: dict[int, Use] = defaultdict(dict)
+    pending: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    shapes: dict[int, dict[str, Resources]] = {}
+    if not job_ids:
+        return {}, {}
+    tasks = Task.objects.filter(attempt__job_id__in=job_ids, state__in=LIVE_TASK_STATES)
+    for job_id, role, node, demand_text in tasks.values_list(
+        "attempt__job_id", "role", "node", Cast("attempt__job__resources", TextField())
+    ):
+        if job_id not in shapes:
+            shapes[job_id] = {r: per for r, _, per in shapes_of(orjson.loads(demand_text))}
+        per = shapes[job_id].get(role, Resources())
+        if node in nodes:
+            placed[job_id][node] = placed[job_id].get(node, Resources()) + per
+        else:
+            pending[job_id][role] += 1
+    unplaced = {
+        job_id: tuple((role, n, shapes[job_id].get(role, Resources())) for role, n in roles.items())
+        for job_id, roles in pending.items()
+    }
+    return placed, unplaced
 
 
 def plan_and_apply(backend: Backend, report: PassReport, standing: bool = True) -> Plan:
     """Plan one pass and apply it: preempt, start, and (with ``standing``) tell every waiting
     job where it stands."""
-    queues, cap, running, waiting, was = load(backend)
-    decided = plan(queues, cap, running, waiting, max_admit=MAX_ADMIT)
+    loaded = load(backend)
+    waiting, was = loaded.waiting, loaded.standing
+    decided = plan(
+        loaded.queues,
+        loaded.capacity,
+        loaded.running,
+        waiting,
+        max_admit=MAX_ADMIT,
+        nodes=loaded.nodes,
+    )
     with transaction.atomic():  # one commit for the pass; each job in its own savepoint
         for job_id, reason in decided.preempt.items():
             if preempt(job_id, reason):

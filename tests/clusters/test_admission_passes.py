@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -10,11 +11,12 @@ from channels.layers import get_channel_layer
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from clusters.models import Node
 from jobs import lifecycle
 from jobs.lifecycle.admit import plan_and_apply
 from jobs.lifecycle.passes import run_pass
 from jobs.lifecycle.report import PassReport
-from jobs.models import Job, JobAttempt
+from jobs.models import Job, JobAttempt, Task
 from jobs.news import queue_group_name
 from jobs.states import JobState
 from tests.clusters.helpers import cluster, job_text, vc
@@ -55,6 +57,25 @@ def test_users_of_one_vc_take_turns(alice, bob, backend):
     states = [fresh(j).state for j in [*alices, bobs]]
     assert states == [JobState.RUNNING, JobState.WAITING, JobState.WAITING, JobState.RUNNING]
     assert (alices[1].queue_position, alices[2].queue_position) == (1, 2)
+
+
+def test_a_job_waits_for_one_node_with_room_for_its_task(alice, backend):
+    here = socket.gethostname()  # the node the local backend reports its tasks on
+    Node.objects.create(name=here, cpu=4, memory_mb=64_000)
+    Node.objects.create(name="small", cpu=1, memory_mb=64_000)
+    first = lifecycle.submit(alice, job_text("a", cpu=2))
+    run_pass(backend)
+    assert fresh(first).state == JobState.RUNNING
+    assert set(Task.objects.filter(attempt__job=first).values_list("node", flat=True)) == {here}
+    wide = lifecycle.submit(alice, job_text("wide", cpu=3))  # 3 CPUs free, 2 on one node
+    run_pass(backend)
+    assert fresh(wide).state == JobState.WAITING
+    assert wide.reason == (
+        "waiting for a node with 3 CPU free for a task of 'main': the most on one node is "
+        f"2 ({here}), no job ahead"
+    )
+    lifecycle.stop(first, alice)
+    reconcile_until(backend, lambda: fresh(wide).state == JobState.RUNNING, timeout=40)
 
 
 def test_a_finished_job_frees_its_quota_for_the_next(alice, backend):

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from clusters.quota import (
     Limit,
     Queue,
-    Resources,
     Running,
     Waiting,
     demand_of,
@@ -19,6 +18,7 @@ from clusters.quota import (
     options_of,
     plan,
 )
+from clusters.resources import Resources
 
 T0 = datetime(2024, 1, 1)
 BIG = Limit(1000, 10**6, {"V100": 100, "A100": 100})

@@ -112,7 +112,12 @@ def test_an_opportunistic_job_only_has_to_fit_the_cluster(alice):
     job = lifecycle.submit(
         alice, job_text("j", cpu=6, opportunistic=True), virtual_cluster="research"
     )
-    assert job.opportunistic and job.resources == {"cpu": 6, "memoryMB": 64, "gpus": {}}
+    assert job.opportunistic and job.resources == {
+        "cpu": 6,
+        "memoryMB": 64,
+        "gpus": {},
+        "tasks": [["main", 1, {"cpu": 6, "memoryMB": 64, "gpus": {}}]],
+    }
     with pytest.raises(lifecycle.SubmitError) as caught:
         lifecycle.submit(
             alice, job_text("k", cpu=9, opportunistic=True), virtual_cluster="research"
@@ -158,3 +163,15 @@ def test_when_the_backend_cannot_report_its_capacity_nothing_is_refused_for_it(
     monkeypatch.setattr(backend, "capacity", unreachable)
     job = lifecycle.submit(alice, job_text("j", cpu=10_000))
     assert job.resources["cpu"] == 10_000 and not Node.objects.exists()
+
+
+def test_a_task_larger_than_every_node_gets_400_naming_the_role(alice):
+    Node.objects.create(name="n1", cpu=2, memory_mb=64_000)
+    Node.objects.create(name="n2", cpu=2, memory_mb=64_000)
+    with pytest.raises(lifecycle.SubmitError) as refused:
+        lifecycle.submit(alice, job_text("wide", cpu=3))  # 3 of the cluster's 4 CPUs, on no node
+    assert refused.value.status == 400
+    assert str(refused.value) == (
+        "taskRoles.main: a task needs 3 CPU on one node, and the most any node has is 2 (n1)"
+    )
+    assert lifecycle.submit(alice, job_text("fits", cpu=2)).state == "WAITING"

@@ -1,0 +1,33 @@
+"""What jobs ask for and nodes have: CPUs, memory and GPUs per type, added and subtracted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ANY_GPU = ""  # GPUs without a type may use any type
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpu: int = 0
+    memory_mb: int = 0
+    gpus: dict[str, int] = field(default_factory=dict)  # GPU type ("" = any) -> count
+
+    def __add__(self, other: Resources) -> Resources:
+        gpus = dict(self.gpus)
+        for kind, count in other.gpus.items():
+            gpus[kind] = gpus.get(kind, 0) + count
+        return Resources(self.cpu + other.cpu, self.memory_mb + other.memory_mb, gpus)
+
+    def __sub__(self, other: Resources) -> Resources:
+        return self + Resources(
+            -other.cpu, -other.memory_mb, {k: -v for k, v in other.gpus.items()}
+        )
+
+    @property
+    def gpu_total(self) -> int:
+        return sum(self.gpus.values())
+
+
+def gpu_label(kind: str) -> str:
+    return f"GPU ({kind})" if kind else "GPU"
