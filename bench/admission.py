@@ -1,10 +1,11 @@
-"""One admission pass over 10,000 waiting jobs in 20 virtual clusters, on PostgreSQL.
+"""One admission pass over 10,000 waiting jobs in 100 virtual clusters on 1,000 nodes (PostgreSQL).
 
 Creates a fresh database ``bench_admission`` (or ``BENCH_DB``) at ``BENCH_PG`` (default the
-local PostgreSQL), fills it with waiting jobs spread over 20 virtual clusters (each with room
-for 5 more jobs), and times one pass of ``jobs.lifecycle.admit.plan_and_apply`` with a backend that
-places without running anything. Runs at 1,000 and at 10,000 jobs to show that the query
-count does not grow with the number of jobs. Prints the figures, the headline last.
+local PostgreSQL), fills it with waiting jobs spread over 100 virtual clusters on 1,000 nodes
+of 8 GPUs, and times one pass of ``jobs.lifecycle.admit.plan_and_apply`` (which starts up to
+``MAX_ADMIT`` jobs) with a backend that places without running anything. Runs at 1,000 and
+at 10,000 jobs to show that the query count does not grow with the number of jobs. Prints the
+figures, the headline last.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DB = os.environ.get("BENCH_DB", "bench_admission")  # another name for runs side by side
-VCS = 20
+VCS = 100
+NODES = 1_000
 
 
 def setup_django() -> None:
@@ -65,7 +67,9 @@ def fill(jobs: int) -> None:
     Job.objects.all().delete()
     VirtualCluster.objects.exclude(name="default").delete()
     Node.objects.all().delete()
-    Node.objects.create(name="n1", cpu=VCS * 16, memory_mb=VCS * 64_000, gpus={"V100": VCS * 8})
+    Node.objects.bulk_create(
+        Node(name=f"n{i:04d}", cpu=16, memory_mb=64_000, gpus={"V100": 8}) for i in range(NODES)
+    )
     user, _ = User.objects.get_or_create(username="bench")
     vcs = VirtualCluster.objects.bulk_create(
         VirtualCluster(
@@ -93,7 +97,12 @@ def fill(jobs: int) -> None:
                 protocol=protocol,
                 task_count=1,
                 gpu_count=gpus,
-                resources={"cpu": 1, "memoryMB": 1000, "gpus": {"V100": gpus}},
+                resources={
+                    "cpu": 1,
+                    "memoryMB": 1000,
+                    "gpus": {"V100": gpus},
+                    "tasks": [["w", 1, {"cpu": 1, "memoryMB": 1000, "gpus": {"V100": gpus}}]],
+                },
                 priority=i % 3,
                 created_at=start + timedelta(seconds=i),
             )
