@@ -1,6 +1,6 @@
-"""A local task's end is news at once: its wrapper leaves a file in ``.ended`` and the listener
-(``local.watch.listen``, what ``manage.py watchcluster`` runs on the local backend) hands the
-task's ref over."""
+"""A local task's end is news at once: its wrapper leaves a file in ``.ended`` and the backend's
+watch (``LocalBackend.watch``, which ``manage.py watchcluster`` follows as it follows
+Kubernetes' pods) gives the task's observation."""
 
 from __future__ import annotations
 
@@ -13,32 +13,46 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from clusters.backends.base import TaskPhase, WatchedChanges
 from clusters.backends.local import LocalBackend
 from clusters.backends.local.process import ENDED_DIR, ended_marker
 from clusters.backends.local.sandbox import SandboxConfig
-from clusters.backends.local.watch import WatchLost, listen
+from clusters.backends.local.watch import WatchLost
+from jobs.management.commands.watchcluster import follow
 from tests.support.local_tasks import launch, wait_until_ended
 from tests.waiting import wait_for
 
 
 @pytest.fixture
 def listening(backend: LocalBackend) -> Iterator[Callable[[Callable[[list[str]], None]], None]]:
-    """Starts the listener in a thread with the given ``on_ended``; stops it at the end."""
-    stop_read, stop_write = os.pipe()
+    """Follows the backend's watch in a thread as watchcluster does, handing the refs of each
+    batch to ``on_ended``; stops it at the end."""
+    stop = threading.Event()
     threads: list[threading.Thread] = []
 
     def start(on_ended: Callable[[list[str]], None]) -> None:
-        thread = threading.Thread(target=listen, args=(backend.root, on_ended, stop_read))
+        def wake(changes: WatchedChanges) -> None:
+            on_ended(list(changes.observations))
+
+        thread = threading.Thread(target=follow, args=(backend, stop, wake))
         thread.start()
         threads.append(thread)
 
     yield start
-    os.write(stop_write, b"x")
+    stop.set()
     for thread in threads:
         thread.join(10)
         assert not thread.is_alive()
-    os.close(stop_read)
-    os.close(stop_write)
+
+
+def test_the_watch_gives_an_ended_tasks_observation(backend):
+    stop = threading.Event()
+    batches = backend.watch(stop)
+    ref = launch(backend, "exit 3\n")
+    seen = next(batches).observations
+    assert list(seen) == [ref] and (seen[ref].phase, seen[ref].exit_code) == (TaskPhase.FAILED, 3)
+    stop.set()
+    assert list(batches) == []  # stops within a moment, no batch left
 
 
 def test_an_ended_task_is_handed_over_once_and_its_file_removed(backend, listening):
@@ -104,7 +118,7 @@ def test_the_listener_stops_when_its_directory_goes_away(backend):
 
     def run() -> None:
         try:
-            listen(backend.root, lambda refs: None)
+            follow(backend, threading.Event(), lambda changes: None)
         except WatchLost as exc:
             errors.append(exc)
 

@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
@@ -37,6 +38,7 @@ from clusters.backends.base import (
     TaskPhase,
     TaskShape,
     Usage,
+    WatchedChanges,
     check_file_path,
 )
 from clusters.backends.exits import describe_exit
@@ -72,6 +74,7 @@ from clusters.backends.local.taskdir import (
     write_files,
     write_private,
 )
+from clusters.backends.local.watch import ended_batches
 
 DISAPPEARED = (
     "the task's processes disappeared without an exit code (killed, or the machine restarted)"
@@ -225,6 +228,12 @@ class LocalBackend:
 
     def observe(self, refs: list[str]) -> dict[str, Observation]:
         return {ref: self._observe_one(ref) for ref in refs}
+
+    def watch(self, stop: threading.Event | None = None) -> Iterator[WatchedChanges]:
+        """Tasks as they end (``base.SupportsWatch``): each task's wrapper leaves a file once
+        its exit code is written (``watch.ended_batches``), observed here. Until ``stop``."""
+        for refs in ended_batches(self.root, stop):
+            yield WatchedChanges(self.observe(refs))
 
     def _observe_one(self, ref: str) -> Observation:
         workdir = self._workdir_or_none(ref)

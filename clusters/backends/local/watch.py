@@ -1,14 +1,14 @@
 """The listener of ended local tasks: wakes the reconcile loop the moment a task ends.
 
 Each task's wrapper (``process.WRAPPER``, outside the task's sandbox) creates an empty file
-in ``<root>/.ended`` once it has written the exit code. This listener sleeps in ``read()`` on
-an inotify descriptor watching that one directory, and when a file appears hands the refs of
-all files there to ``on_ended`` (the portal: record them as changed and ask for a pass), then
-deletes those files. Why this shape:
+in ``<root>/.ended`` once it has written the exit code. This listener sleeps in ``select()`` on
+an inotify descriptor watching that one directory, and when a file appears gives the refs of
+all files there (``LocalBackend.watch`` turns them into observations for ``watchcluster``, which
+records them as changed and asks for a pass), then deletes those files. Why this shape:
 
 - no polling and no extra tool in the wrapper (no redis-cli, no socat): creating a file is all
   a shell can do cheaply and safely;
-- nothing is lost: a file stays until ``on_ended`` returned, so ends that happen while the
+- nothing is lost: a file stays until its batch was handled, so ends that happen while the
   listener is down (restarting, Redis unreachable) are handed over when it is back, and it
   reads the whole directory on every wake-up and at start (an overflowed inotify queue or a
   burst of a thousand ends costs one round);
@@ -25,7 +25,8 @@ import logging
 import os
 import select
 import struct
-from collections.abc import Callable
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from clusters.backends.local.process import ENDED_DIR, ref_of_marker
@@ -37,8 +38,8 @@ IN_DELETE_SELF = 0x00000400
 IN_MOVE_SELF = 0x00000800
 IN_IGNORED = 0x00008000  # the watch is gone (its directory was removed)
 EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len; then len bytes of name
-BATCH = 5000  # refs handed over at most per call (the rest in the next round)
-RETRY_SECONDS = 1.0  # after ``on_ended`` failed (e.g. Redis down), the files are tried again
+BATCH = 5000  # refs given at most per batch (the rest in the next one)
+STOP_SECONDS = 0.5  # how soon a set ``stop`` is seen while no task ends
 
 
 def inotify_on(directory: Path) -> int:
@@ -55,48 +56,43 @@ def inotify_on(directory: Path) -> int:
     return fd
 
 
-def hand_over(directory: Path, on_ended: Callable[[list[str]], None]) -> int:
-    """Give ``on_ended`` the refs of the files in ``directory`` (up to ``BATCH``), then delete
-    those files; return how many. Files that name no ref are deleted too."""
+def ended_batches(root: Path, stop: threading.Event | None = None) -> Iterator[list[str]]:
+    """The refs of the tasks that end under ``root``, a batch (up to ``BATCH``) at a time, as
+    they end, until ``stop`` is set (seen within ``STOP_SECONDS``); forever without one.
+
+    A batch's files are deleted only when the next batch is asked for, that is once the caller
+    handled this one: a caller that fails (Redis down) and stops leaves them for the next
+    listener. Files that name no ref are deleted unreported."""
+    directory = root / ENDED_DIR
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)  # private, as the backend makes it
+    directory.mkdir(mode=0o700, exist_ok=True)
+    fd = inotify_on(directory)  # before the first look: no file can slip between the two
+    try:
+        while stop is None or not stop.is_set():
+            while True:
+                names = first_names(directory)
+                refs = [ref for ref in map(ref_of_marker, names) if ref is not None]
+                if refs:
+                    yield refs
+                for name in names:
+                    (directory / name).unlink(missing_ok=True)
+                if len(names) < BATCH:
+                    break
+            ready, _, _ = select.select([fd], [], [], None if stop is None else STOP_SECONDS)
+            if ready:
+                drain(fd)
+    finally:
+        os.close(fd)
+
+
+def first_names(directory: Path) -> list[str]:
     names: list[str] = []
     with os.scandir(directory) as entries:
         for entry in entries:
             names.append(entry.name)
             if len(names) >= BATCH:
                 break
-    refs = [ref for ref in map(ref_of_marker, names) if ref is not None]
-    if refs:
-        on_ended(refs)
-    for name in names:
-        (directory / name).unlink(missing_ok=True)
-    return len(names)
-
-
-def listen(root: Path, on_ended: Callable[[list[str]], None], stop_fd: int | None = None) -> None:
-    """Hand over ended tasks under ``root`` until ``stop_fd`` (a pipe's read end) is readable;
-    forever without one. ``on_ended`` failing is logged and tried again shortly."""
-    directory = root / ENDED_DIR
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)  # private, as the backend makes it
-    directory.mkdir(mode=0o700, exist_ok=True)
-    fd = inotify_on(directory)  # before the first look: no file can slip between the two
-    waits = [fd] if stop_fd is None else [fd, stop_fd]
-    try:
-        timeout: float | None = None
-        while True:
-            try:
-                while hand_over(directory, on_ended) >= BATCH:
-                    pass
-                timeout = None
-            except Exception:
-                log.exception("could not hand over ended tasks; trying again")
-                timeout = RETRY_SECONDS
-            ready, _, _ = select.select(waits, [], [], timeout)
-            if stop_fd is not None and stop_fd in ready:
-                return
-            if fd in ready:
-                drain(fd)
-    finally:
-        os.close(fd)
+    return names
 
 
 class WatchLost(RuntimeError):

@@ -5,10 +5,15 @@ should it die; compose and the Kubernetes manifests run it as ``watcher``). It r
 that changed (``jobs.wakeup.tasks_changed``) and asks for a pass, so that a task's end reaches
 its job at once instead of at beat's next pass, which stays as the safety net:
 
-- local backend: the listener of ended tasks (``clusters.backends.local.watch``: each task's
-  wrapper leaves a file once its exit code is written; inotify wakes the listener);
-- a backend with a watch (``base.SupportsWatch``; Kubernetes: a watch on the portal's pods): each
-  batch of changed pods; after a relist (``resync``) a pass looks at everything.
+every backend with a watch (``base.SupportsWatch``), each batch it gives:
+
+- local: the tasks that ended (each task's wrapper leaves a file once its exit code is written;
+  inotify wakes ``clusters.backends.local.watch``);
+- Kubernetes: a watch on the portal's pods; after a relist (``resync``) a pass looks at
+  everything.
+
+A batch whose wake-up fails (Redis down) is tried again until it goes through: the local
+backend deletes a batch's files only then.
 
 It keeps nothing of its own: killed and started again, it reads the ended files or lists the
 pods again, and the pass reads the cluster as it is.
@@ -16,6 +21,7 @@ pods again, and the pass reads the cluster as it is.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -23,10 +29,11 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from clusters.backends.base import SupportsWatch, WatchedChanges
-from clusters.backends.local import LocalBackend
-from clusters.backends.local.watch import listen
 from clusters.registry import get_backend
 from jobs import wakeup
+
+log = logging.getLogger(__name__)
+RETRY_SECONDS = 1.0  # after a wake-up failed (e.g. Redis down), it is tried again
 
 
 def wake_for(changes: WatchedChanges) -> None:
@@ -48,11 +55,21 @@ def follow(
     woken = 0
     for changes in backend.watch(stop):
         if changes.observations or changes.resync:
-            wake(changes)
+            while not delivered(wake, changes) and not stop.wait(RETRY_SECONDS):
+                pass
             woken += 1
         if stop.is_set():
             break
     return woken
+
+
+def delivered(wake: Callable[[WatchedChanges], None], changes: WatchedChanges) -> bool:
+    try:
+        wake(changes)
+    except Exception:
+        log.exception("could not wake the reconcile loop; trying again")
+        return False
+    return True
 
 
 class Command(BaseCommand):
@@ -60,10 +77,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         backend = get_backend()
-        if isinstance(backend, LocalBackend):
-            self.stdout.write(f"watching {backend.root} for ended tasks.")
-            listen(backend.root, wakeup.tasks_changed)
-        elif isinstance(backend, SupportsWatch):
+        if isinstance(backend, SupportsWatch):
             self.stdout.write(f"following the {backend.name} backend's changes.")
             follow(backend, threading.Event())
         else:
