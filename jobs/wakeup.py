@@ -1,4 +1,6 @@
-"""Waking the reconcile loop: "a pass is wanted", and which tasks changed since the last one.
+"""The reconcile loop's state in Redis: "a pass is wanted", which tasks changed since the last
+one, the lock one pass holds, and when passes ended (for the scheduler banner and /metrics).
+Every key of the loop is written here and nowhere else.
 
 Imported by whatever notices a change (a submission, a stop, the local backend's listener of
 ended tasks, a Kubernetes watch) and by the pass itself; it imports neither, so that none of
@@ -13,10 +15,15 @@ dropped with the one the pass read.
 from __future__ import annotations
 
 import functools
+import logging
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import redis
+import redis.backoff
+import redis.retry
 from celery import current_app
 from django.conf import settings
 
@@ -26,6 +33,15 @@ LATER_KEY = "portal:reconcile:later"  # set while a reconcile task sent with a d
 FULL_KEY = "portal:reconcile:full"  # set: a full pass is wanted (beat's, or after a relist)
 CHANGED_KEY = "portal:reconcile:changed"  # hash: task ref -> token of the latest event naming it
 RECONCILE_TASK = "jobs.tasks.reconcile"
+log = logging.getLogger(__name__)
+LOCK_NAME = "portal:reconcile"
+LAST_RUN_KEY = "portal:reconcile:last-run-at"  # when the last pass ended (Unix time)
+FIRST_ASKED_KEY = "portal:reconcile:first-asked-at"  # when a page first asked, before any pass
+# What GET /metrics reads (portal.metrics): passes ended and their seconds in all (a summary's
+# count and sum, since Redis started), and passes the backend failed (BackendUnavailable).
+PASSES_KEY = "portal:reconcile:passes"
+PASS_SECONDS_KEY = "portal:reconcile:pass-seconds"  # noqa: S105 (a key, not a secret)
+BACKEND_ERRORS_KEY = "portal:reconcile:backend-errors"
 
 
 @functools.cache
@@ -108,3 +124,94 @@ def forget_changed(applied: dict[str, str]) -> None:
             pipe.hdel(CHANGED_KEY, *done)
 
     redis_client(settings.REDIS_URL).transaction(forget, CHANGED_KEY)
+
+
+# -- the handshake of a reconcile task (jobs.lifecycle.passes.reconcile) ----------------------
+
+
+def task_started(full: bool) -> None:
+    """A reconcile task starts: none is queued any more; beat's (``full``) leaves a full pass
+    wanted, for the pass that runs now should this task find one running."""
+    client = redis_client(settings.REDIS_URL)
+    client.delete(QUEUED_KEY)
+    if full:
+        client.set(FULL_KEY, 1)
+        client.set(WANTED_KEY, 1)
+
+
+def claim() -> tuple[bool, dict[str, str]]:
+    """A pass begins (holding the lock): whether it is to be full, and the tasks recorded as
+    changed (``forget_changed`` them once applied). What is asked from now on is for the next."""
+    client = redis_client(settings.REDIS_URL)
+    client.delete(WANTED_KEY)
+    return bool(client.delete(FULL_KEY)), changed_tasks()
+
+
+def still_wanted() -> bool:
+    return bool(redis_client(settings.REDIS_URL).exists(WANTED_KEY))
+
+
+@contextmanager
+def reconcile_lock() -> Iterator[bool]:
+    lock = redis_client(settings.REDIS_URL).lock(LOCK_NAME, timeout=120, blocking=False)
+    got = lock.acquire()
+    try:
+        yield bool(got)
+    finally:
+        if got:
+            try:
+                lock.release()
+            except redis.exceptions.LockError:
+                log.warning("the reconcile lock expired before the pass ended")
+
+
+def record_pass(seconds: float) -> None:
+    """A pass ended after ``seconds``: its time, and the count and sum /metrics reads."""
+    try:
+        with redis_client(settings.REDIS_URL).pipeline(transaction=False) as ended:
+            ended.set(LAST_RUN_KEY, time.time())
+            ended.incr(PASSES_KEY)
+            ended.incrbyfloat(PASS_SECONDS_KEY, seconds)
+            ended.execute()
+    except redis.exceptions.RedisError:
+        log.warning("could not record the end of the reconcile pass", exc_info=True)
+
+
+def count_backend_error() -> None:
+    try:
+        redis_client(settings.REDIS_URL).incr(BACKEND_ERRORS_KEY)
+    except redis.exceptions.RedisError:
+        log.warning("could not count the backend's error", exc_info=True)
+
+
+@functools.cache
+def quick_client(url: str) -> redis.Redis:
+    """For reads a page makes in passing: short timeouts and no retry, so that a Redis that
+    is down costs a page half a second at most."""
+    no_retry = redis.retry.Retry(redis.backoff.NoBackoff(), 0)
+    return redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5, retry=no_retry)
+
+
+def seconds_since_last_pass() -> tuple[float, bool]:
+    """How long no reconcile pass has ended, and whether one ever did (since Redis started):
+    before the first pass, the time since the portal was first asked, so that a fresh start is
+    not called late while beat's first pass is on its way (issue 28). Raises ``RedisError``
+    when Redis does not answer."""
+    client = quick_client(settings.REDIS_URL)
+    ended = client.get(LAST_RUN_KEY)
+    if ended is not None:
+        return max(0.0, time.time() - float(ended)), True
+    with client.pipeline() as both:  # one round trip: the first asker's time stays
+        both.set(FIRST_ASKED_KEY, time.time(), nx=True)
+        both.get(FIRST_ASKED_KEY)
+        first = both.execute()[1]
+    return max(0.0, time.time() - float(first)), False
+
+
+def pass_figures() -> tuple[int, float, int]:
+    """Passes ended, their seconds in all, and passes the backend failed, since Redis started
+    (GET /metrics). Raises ``RedisError`` when Redis does not answer."""
+    passes, seconds, errors = quick_client(settings.REDIS_URL).mget(
+        PASSES_KEY, PASS_SECONDS_KEY, BACKEND_ERRORS_KEY
+    )
+    return int(passes or 0), float(seconds or 0.0), int(errors or 0)

@@ -40,9 +40,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from clusters.models import Node, VirtualCluster
-from jobs.lifecycle.passes import pass_figures, seconds_since_last_pass
 from jobs.models import Job, Task
 from jobs.states import LIVE_JOB_STATES, JobState, TaskState
+from jobs.wakeup import pass_figures, seconds_since_last_pass
 
 QUERIES_PER_SCRAPE = 4  # virtual clusters, jobs, tasks, nodes
 

@@ -17,7 +17,7 @@ from django.http import HttpRequest, JsonResponse
 from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_GET
 
-from jobs.lifecycle.passes import seconds_since_last_pass
+from jobs.wakeup import seconds_since_last_pass
 
 TICKET_SALT = "portal.scheduler-status"
 

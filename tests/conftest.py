@@ -16,7 +16,7 @@ from django.test import Client
 
 from clusters import registry
 from clusters.backends.local import LocalBackend, disk
-from jobs.lifecycle.passes import LAST_RUN_KEY
+from jobs.wakeup import LAST_RUN_KEY
 
 TEST_SLOT = int(os.environ.get("TEST_SLOT", "0"))
 

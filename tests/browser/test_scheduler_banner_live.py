@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from jobs import lifecycle
-from jobs.lifecycle.passes import FIRST_ASKED_KEY, LAST_RUN_KEY
+from jobs.wakeup import FIRST_ASKED_KEY, LAST_RUN_KEY
 from tests.browser.pages import log_in
 from tests.jobs.samples import hello_job
 from tests.support.servers import daphne

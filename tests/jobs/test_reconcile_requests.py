@@ -17,11 +17,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def queued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     client = wakeup.redis_client(settings.REDIS_URL)
-    client.delete(wakeup.QUEUED_KEY, wakeup.WANTED_KEY, passes.LOCK_NAME)
+    client.delete(wakeup.QUEUED_KEY, wakeup.WANTED_KEY, wakeup.LOCK_NAME)
     calls: list[int] = []
     monkeypatch.setattr(wakeup, "send_reconcile", lambda: calls.append(1))
     yield calls
-    client.delete(wakeup.QUEUED_KEY, wakeup.WANTED_KEY, passes.LOCK_NAME)
+    client.delete(wakeup.QUEUED_KEY, wakeup.WANTED_KEY, wakeup.LOCK_NAME)
 
 
 def test_many_submissions_queue_one_task_until_it_starts(alice, backend, queued, monkeypatch):
@@ -53,7 +53,7 @@ def test_a_change_wanted_during_a_pass_gets_another_pass(alice, backend, queued,
 
 def test_a_task_that_finds_a_pass_running_leaves_the_work_to_it(backend, queued, monkeypatch):
     monkeypatch.setattr(passes, "run_pass", lambda b, c: pytest.fail("ran beside another pass"))
-    with passes.reconcile_lock() as got:
+    with wakeup.reconcile_lock() as got:
         assert got
         assert passes.reconcile(backend).skipped
 

@@ -30,7 +30,7 @@ SEND_RECONCILE = wakeup.send_reconcile  # the real one (tests replace it with a 
 @pytest.fixture
 def clean_keys() -> Iterator[None]:
     client = wakeup.redis_client(wakeup.settings.REDIS_URL)
-    keys = [wakeup.CHANGED_KEY, wakeup.QUEUED_KEY, wakeup.WANTED_KEY, passes.LOCK_NAME]
+    keys = [wakeup.CHANGED_KEY, wakeup.QUEUED_KEY, wakeup.WANTED_KEY, wakeup.LOCK_NAME]
     keys += [wakeup.FULL_KEY, wakeup.LATER_KEY]
     client.delete(*keys)
     yield
@@ -208,7 +208,7 @@ def test_an_event_named_again_during_a_pass_is_kept_for_the_next(clean_keys):
 def test_beats_pass_left_to_a_running_pass_is_done_by_it(backend, clean_keys, monkeypatch):
     kinds: list[bool] = []
     monkeypatch.setattr(passes, "run_pass", lambda b, c: kinds.append(c is None) or PassReport())
-    with passes.reconcile_lock():
+    with wakeup.reconcile_lock():
         assert passes.reconcile(backend, full=True).skipped  # beat's task found one running
     passes.reconcile(backend)  # the running task goes round again: "wanted"
     assert kinds == [True]

@@ -23,8 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from clusters.models import Node, VirtualCluster
 from jobs import lifecycle
-from jobs.lifecycle.passes import LAST_RUN_KEY
 from jobs.models import Job, JobAttempt, Task
+from jobs.wakeup import LAST_RUN_KEY
 from portal.metrics import QUERIES_PER_SCRAPE
 from tests.jobs.samples import hello_job
 

@@ -10,7 +10,8 @@ import redis
 from django.test import Client
 
 from jobs import lifecycle
-from jobs.lifecycle.passes import FIRST_ASKED_KEY, LAST_RUN_KEY, run_pass
+from jobs.lifecycle.passes import run_pass
+from jobs.wakeup import FIRST_ASKED_KEY, LAST_RUN_KEY
 from tests.jobs.samples import hello_job
 
 pytestmark = pytest.mark.django_db
