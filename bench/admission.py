@@ -57,23 +57,42 @@ class Report:
         self.touched_queues: set[str] = set()
 
 
+GPUS_PER_NODE = 8
+RUNNING_PER_VC = 40  # of 2 GPUs each: every VC's guarantee (80 GPUs) in use, the cluster full
+
+
+def demand(gpus: int) -> dict:
+    per = {"cpu": 1, "memoryMB": 1000, "gpus": {"V100": gpus}}
+    return {**per, "tasks": [["w", 1, per]]}
+
+
 def fill(jobs: int) -> None:
+    """``jobs`` waiting in ``VCS`` VCs whose guarantees add up to the ``NODES`` nodes, each VC's
+    guarantee held by its running jobs (each task on a node): a full cluster, as it is when
+    thousands of jobs wait."""
     from django.contrib.auth.models import User
     from django.utils import timezone
 
     from clusters.models import Node, VirtualCluster
-    from jobs.models import Job
+    from jobs.models import Job, JobAttempt, Task
 
     Job.objects.all().delete()
     VirtualCluster.objects.exclude(name="default").delete()
     Node.objects.all().delete()
-    Node.objects.bulk_create(
-        Node(name=f"n{i:04d}", cpu=16, memory_mb=64_000, gpus={"V100": 8}) for i in range(NODES)
+    nodes = Node.objects.bulk_create(
+        Node(name=f"n{i:04d}", cpu=16, memory_mb=64_000, gpus={"V100": GPUS_PER_NODE})
+        for i in range(NODES)
     )
-    user, _ = User.objects.get_or_create(username="bench")
+    users = [User.objects.get_or_create(username=f"bench{i}")[0] for i in range(4)]
+    share = NODES // VCS
     vcs = VirtualCluster.objects.bulk_create(
         VirtualCluster(
-            name=f"vc{i:02d}", cpu=16, memory_mb=64_000, gpus={"V100": 8}, strict_fifo=i % 4 == 0
+            name=f"vc{i:02d}",
+            cpu=16 * share,
+            memory_mb=64_000 * share,
+            gpus={"V100": GPUS_PER_NODE * share},
+            strict_fifo=i % 4 == 0,
+            max_capacity=0 if i % 2 else 100,
         )
         for i in range(VCS)
     )
@@ -84,30 +103,53 @@ def fill(jobs: int) -> None:
         },
     }
     start = timezone.now() - timedelta(days=1)
-    rows = []
-    for i in range(jobs):
-        vc = vcs[i % VCS]
-        gpus = 1 + (i // VCS) % 3  # 1, 2 or 3 GPUs: the first few per VC fit, the rest wait
-        rows.append(
-            Job(
-                owner=user,
-                name=f"job{i}",
-                virtual_cluster=vc,
-                submitted_text="",
-                protocol=protocol,
-                task_count=1,
-                gpu_count=gpus,
-                resources={
-                    "cpu": 1,
-                    "memoryMB": 1000,
-                    "gpus": {"V100": gpus},
-                    "tasks": [["w", 1, {"cpu": 1, "memoryMB": 1000, "gpus": {"V100": gpus}}]],
-                },
-                priority=i % 3,
-                created_at=start + timedelta(seconds=i),
-            )
+
+    def job(i: int, vc: object, gpus: int, **state: object) -> Job:
+        return Job(
+            owner=users[i % len(users)],
+            name=f"job{i}",
+            virtual_cluster=vc,
+            submitted_text="",
+            protocol=protocol,
+            task_count=1,
+            gpu_count=gpus,
+            resources=demand(gpus),
+            priority=i % 3,
+            created_at=start + timedelta(seconds=i),
+            **state,
         )
-    Job.objects.bulk_create(rows, batch_size=2000)
+
+    running = Job.objects.bulk_create(
+        job(-1 - n, vc, 2, state="RUNNING", started_at=start)
+        for v, vc in enumerate(vcs)
+        for n in range(v * RUNNING_PER_VC, (v + 1) * RUNNING_PER_VC)
+    )
+    attempts = JobAttempt.objects.bulk_create(
+        JobAttempt(job=r, number=0, key=f"bench-{r.id}") for r in running
+    )
+    Task.objects.bulk_create(
+        Task(attempt=a, role="w", index=0, state="RUNNING", node=nodes[n // 4].name)
+        for n, a in enumerate(attempts)  # four 2-GPU tasks fill a node
+    )
+    waiting = []
+    for i in range(jobs):
+        gpus = 1 + (i // VCS) % 3  # 1, 2 or 3 GPUs
+        waiting.append(job(i, vcs[i % VCS], gpus))
+    Job.objects.bulk_create(waiting, batch_size=2000)
+
+
+def end_some(count: int) -> None:
+    """``count`` running jobs end (in as many VCs), as between two passes."""
+    from jobs.models import Job, Task
+
+    ended = list(
+        Job.objects.filter(state="RUNNING")
+        .order_by("virtual_cluster_id", "id")
+        .distinct("virtual_cluster_id")
+        .values_list("id", flat=True)[:count]
+    )
+    Job.objects.filter(id__in=ended).update(state="SUCCEEDED")
+    Task.objects.filter(attempt__job_id__in=ended).update(state="SUCCEEDED")
 
 
 def timed_pass() -> tuple[float, int, int]:
@@ -130,22 +172,25 @@ def timed_pass() -> tuple[float, int, int]:
 
 def main() -> None:
     setup_django()
-    first: dict[int, tuple[float, int, int]] = {}
-    again: dict[int, tuple[float, int, int]] = {}
+    figures: dict[str, tuple[float, int, int]] = {}
     fill(0)
     timed_pass()  # no jobs yet: imports what a pass uses, as a running worker has
     for n in (1_000, 10_000):
         fill(n)
-        first[n] = timed_pass()  # writes every waiting job's reason and position
-        again[n] = timed_pass()  # the steady state: only what changed is written
-    for n in (1_000, 10_000):
-        for label, (took, count, admitted) in (("first", first[n]), ("next", again[n])):
-            print(
-                f"{n:>6,} waiting jobs, {VCS} VCs, {label} pass: {took:.3f} s, "
-                f"{count} queries, {admitted} admitted"
-            )
-    took, count, _ = first[10_000]
-    print(f"admission pass, 10,000 waiting jobs in {VCS} VCs: {took:.3f} s, {count} queries")
+        figures[f"{n:,} first"] = timed_pass()  # writes every waiting job's reason and position
+        figures[f"{n:,} unchanged"] = timed_pass()  # nothing changed since
+        end_some(5)
+        figures[f"{n:,} after 5 ends"] = timed_pass()  # the steady state: room for a few
+    for label, (took, count, admitted) in figures.items():
+        print(
+            f"{label:>22} pass, {VCS} VCs, {NODES:,} nodes: {took * 1000:7.1f} ms, "
+            f"{count} queries, {admitted} admitted"
+        )
+    took, count, admitted = figures["10,000 after 5 ends"]
+    print(
+        f"admission pass, 10,000 waiting jobs in {VCS} VCs on {NODES:,} nodes, after 5 jobs "
+        f"ended: {took * 1000:.1f} ms, {count} queries, {admitted} admitted"
+    )
 
 
 if __name__ == "__main__":

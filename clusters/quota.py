@@ -284,33 +284,42 @@ class Plan:
     waiting: dict[int, tuple[str, int]] = field(default_factory=dict)  # id -> (reason, position)
 
 
+def shape_key(job: Waiting) -> tuple[Any, ...]:
+    """What admission's answers for a job depend on besides its VC: its demand and tasks."""
+    demand = job.demand
+    tasks = tuple(
+        (role, n, per.cpu, per.memory_mb, *per.gpus.items()) for role, n, per in job.tasks
+    )
+    return (demand.cpu, demand.memory_mb, *demand.gpus.items(), tasks)
+
+
 def queue_order(job: Waiting) -> tuple[int, datetime, int]:
     """A user's own jobs: priority (high first), then submission time."""
     return (-job.priority, job.created_at, job.id)
 
 
-def dominant_share(use: Resources, capacity: Limit) -> float:
-    """The largest fraction of the cluster's capacity that ``use`` holds of any resource."""
-    pairs = [(use.cpu, capacity.cpu), (use.memory_mb, capacity.memory_mb)]
-    if capacity.gpus is not None:
-        pairs.append((use.gpu_total, sum(capacity.gpus.values())))
-    return max((held / cap for held, cap in pairs if cap), default=0.0)
+def dominant_share(use: tuple[int, int, int], capacity: tuple[int, int, int]) -> float:
+    """The largest fraction of the cluster's (CPU, memory, GPUs) that ``use`` holds of any."""
+    return max((held / cap for held, cap in zip(use, capacity, strict=True) if cap), default=0.0)
 
 
 def fair_order(jobs: list[Waiting], held: dict[str, Resources], capacity: Limit) -> list[Waiting]:
     """A VC's queue: priority first; within one priority, dominant resource fairness. Each of a
     user's jobs is keyed by the user's dominant share with what the user runs (``held``) and the
     user's jobs ahead of it, so users take turns, the one holding least first."""
+    totals = (capacity.cpu or 0, capacity.memory_mb or 0, sum((capacity.gpus or {}).values()))
     keyed = []
     by_user: dict[str, list[Waiting]] = defaultdict(list)
     for job in jobs:
         by_user[job.user].append(job)
     for user, own in by_user.items():
-        ahead = held.get(user, Resources())
+        start = held.get(user, Resources())
+        cpu, memory, gpus = start.cpu, start.memory_mb, start.gpu_total
         for job in sorted(own, key=queue_order):
-            share = dominant_share(ahead, capacity)
+            share = dominant_share((cpu, memory, gpus), totals)
             keyed.append(((-job.priority, share, job.created_at, job.id), job))
-            ahead = ahead + job.demand
+            cpu, memory = cpu + job.demand.cpu, memory + job.demand.memory_mb
+            gpus += job.demand.gpu_total
     return [job for _, job in sorted(keyed, key=lambda pair: pair[0])]
 
 
@@ -358,18 +367,24 @@ def plan(
     queue_of = {name: by_name.get(name) or Queue(name, Limit()) for name in queued}
     for name in queued:
         queued[name] = fair_order(queued[name], users_held[name], capacity)
+    # Thousands of waiting jobs come in a few shapes: what one job of a VC was told holds for
+    # the next of the same shape until a job is admitted (which changes what is free), so
+    # each answer below is kept per (VC, shape) and forgotten on every admission.
+    answers: dict[tuple[Any, ...], Any] = {}
     for name in sorted(queued):
         queue = queue_of[name]
+        own = guarantee(queue.quota, shared)
         blocked: Waiting | None = None
         for job in queued[name]:
             if blocked is not None:
                 notes[job.id] = f"behind {blocked.label or f'job {blocked.id}'} (strict FIFO)"
                 continue
-            short = shortfall(
-                job.demand,
-                guarantee(queue.quota, shared),
-                charged(queue.quota, used[name], shared_use),
-            ) or shortfall(job.demand, capacity, held)
+            key = (name, *shape_key(job))
+            if key not in answers:
+                answers[key] = shortfall(
+                    job.demand, own, charged(queue.quota, used[name], shared_use)
+                ) or shortfall(job.demand, capacity, held)
+            short = answers[key]
             if short is None and max_admit is not None and len(result.admit) >= max_admit:
                 notes[job.id] = "fits; starts in the next pass"
                 continue
@@ -384,6 +399,7 @@ def plan(
                 take(rooms.free, use)
                 take(rooms.unheld, use)
             if short is None:
+                answers.clear()
                 result.admit.append(job.id)
                 used[name] = used[name] + job.demand
                 shared_use = shared_use + shared_part(queue.quota, job.demand)
@@ -395,18 +411,19 @@ def plan(
             if queue.strict_fifo:
                 blocked = job
     most_of: dict[str, Limit] = {}  # each VC's max capacity, worked out once
+    answers.clear()
     for job in later:
-        within_cap = max_admit is None or len(result.admit) < max_admit
+        if max_admit is not None and len(result.admit) >= max_admit:
+            break
         queue = queue_of[job.vc]
         if job.vc not in most_of:
             most_of[job.vc] = ceiling(capacity, queue.max_capacity, guarantee(queue.quota, shared))
-        most = most_of[job.vc]
-        mine = used[job.vc] + borrowed[job.vc]
-        if (
-            within_cap
-            and shortfall(job.demand, capacity, total) is None
-            and shortfall(job.demand, most, mine) is None
-        ):
+        key = (job.vc, *shape_key(job))
+        if key not in answers:
+            answers[key] = shortfall(job.demand, capacity, total) is None and (
+                shortfall(job.demand, most_of[job.vc], used[job.vc] + borrowed[job.vc]) is None
+            )
+        if answers[key]:
             if rooms is not None:
                 found = place(shapes(job), rooms.free)
                 if found is None:
@@ -414,12 +431,20 @@ def plan(
                     continue
                 take(rooms.free, found)
                 rooms.where[job.id] = found
+            answers.clear()
             result.admit.append(job.id)
             result.borrow.add(job.id)
             borrowed[job.vc] = borrowed[job.vc] + job.demand
             total = total + job.demand
     admitted = set(result.admit)
-    for jobs in queued.values():
+    answers.clear()  # the pass is decided: what a shape lacks no longer changes
+    for name, jobs in queued.items():
+        queue = queue_of[name]
+        guaranteed = Queue(
+            name, guarantee(queue.quota, shared), queue.strict_fifo, queue.max_capacity
+        )
+        counted = charged(queue.quota, used[name], shared_use)
+        mine = used[name] + borrowed[name]
         position = 0
         for job in jobs:
             if job.id in admitted:
@@ -428,18 +453,12 @@ def plan(
             ahead = {1: "no job ahead", 2: "1 job ahead"}.get(
                 position, f"{position - 1} jobs ahead"
             )
-            queue = queue_of[job.vc]
-            own = Queue(
-                queue.name, guarantee(queue.quota, shared), queue.strict_fifo, queue.max_capacity
-            )
-            note = notes.get(job.id) or lack(
-                job,
-                own,
-                charged(queue.quota, used[job.vc], shared_use),
-                capacity,
-                (held, total),
-                used[job.vc] + borrowed[job.vc],
-            )
+            note = notes.get(job.id)
+            if note is None:
+                key = (name, *shape_key(job))
+                if key not in answers:
+                    answers[key] = lack(job, guaranteed, counted, capacity, (held, total), mine)
+                note = answers[key]
             text = f"{note}, {ahead}"
             if job.preempted:
                 text = f"preempted earlier; {text}"
