@@ -1,8 +1,8 @@
 """The web terminal: a shell inside a running task, over a Channels WebSocket.
 
-The backend opens the shell (``backend.shell(ref)``): either a ``ShellSpec`` that runs here under
-a pty (``PtySession``, the local backend) or a session already open in the task (a pod exec
-stream on Kubernetes); the consumer drives both through ``base.TerminalSession``. A reader
+The backend opens the shell (``backend.shell(ref)``, a ``base.TerminalSession``: a process under
+a pty of this machine for the local backend, a pod exec stream on Kubernetes) and the consumer
+drives it. A reader
 thread per terminal blocks in ``session.read`` and hands the output to the event loop.
 
 Messages from the browser are JSON: ``{"type": "input", "data": "..."}`` and
@@ -33,8 +33,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from clusters.backends.base import ShellSpec, TerminalSession
-from clusters.backends.local.pty import PtySession
+from clusters.backends.base import TerminalSession
 from clusters.registry import get_backend
 from jobs.access import visible_jobs
 from jobs.models import Task
@@ -61,14 +60,12 @@ def running_task(user: Any, task_id: int) -> Task | None:
 
 
 def open_session(ref: str) -> TerminalSession | None:
-    """The task's shell as a session: a ``ShellSpec`` is started here under a pty."""
-    shell = get_backend().shell(ref)
-    return PtySession(shell) if isinstance(shell, ShellSpec) else shell
+    return get_backend().shell(ref)
 
 
 def why_it_ended(session: TerminalSession | None) -> str:
-    """A local shell killed with its task's sandbox: the task has ended, not just the shell."""
-    if isinstance(session, PtySession) and session.killed():
+    """A shell killed with its task: the task has ended, not just the shell."""
+    if session is not None and session.task_ended():
         return "the task has ended"
     return "the shell exited"
 

@@ -136,15 +136,6 @@ class Observation:
     finished_at: datetime | None = None
 
 
-@dataclass(frozen=True)
-class ShellSpec:
-    """How to open an interactive shell inside a running task: run ``argv`` under a pty."""
-
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str
-
-
 class TerminalSession(Protocol):
     """A live interactive shell in a running task, as the web terminal drives it.
 
@@ -163,6 +154,11 @@ class TerminalSession(Protocol):
         ...
 
     def resize(self, cols: int, rows: int) -> None: ...
+
+    def task_ended(self) -> bool:
+        """Once ``read`` gave b"": whether the shell ended because its task did (it was killed
+        with the task), not because the user left it."""
+        ...
 
     def close(self) -> None: ...
 
@@ -211,10 +207,10 @@ class Backend(Protocol):
 
     def capacity(self) -> Capacity: ...
 
-    def shell(self, ref: str) -> ShellSpec | TerminalSession | None:
-        """A shell in the task with its working directory and environment: a ``ShellSpec`` the
-        portal runs under a pty of its own machine (local), or a session already open in the
-        task (kubernetes: a pod exec stream); None when the task is not running."""
+    def shell(self, ref: str) -> TerminalSession | None:
+        """An interactive shell in the task, with its working directory and environment, open
+        (local: a process joining the task's sandbox under a pty of this machine; Kubernetes: a
+        pod exec stream); None when the task is not running."""
         ...
 
 

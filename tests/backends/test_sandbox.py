@@ -182,7 +182,6 @@ import sys, time
 from pathlib import Path
 from clusters.backends.base import Placement, TaskLaunch
 from clusters.backends.local import LocalBackend, LocalBackendError
-from clusters.backends.local.pty import PtySession
 from clusters.backends.local.sandbox import SandboxConfig
 
 top = Path(sys.argv[1])
@@ -190,8 +189,7 @@ config = SandboxConfig(hidden=(str(top / "var"),), require_limits=False)
 backend = LocalBackend(top / "tasks", sandbox_config=config)
 launch = TaskLaunch("job-1-a1", "worker", 0, 0, "sleep 30", {}, Placement("127.0.0.1", {}), 1, 0, 0)
 ref = backend.launch(launch)
-spec = backend.shell(ref)  # at once: the terminal waits for the sandbox to be ready
-session = PtySession(spec)
+session = backend.shell(ref)  # at once: the terminal waits for the sandbox to be ready
 session.write(
     b"echo uid=$(id -u) pwd=$(pwd) procs=$(ls /proc | grep -c '^[0-9]');"
     b" cat %s/var/secret_key || echo hidden-var; grep -E '^Cap(Eff|Prm)' /proc/self/status;"

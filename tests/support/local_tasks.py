@@ -9,7 +9,6 @@ from pathlib import Path
 from clusters.backends.base import Placement, TaskLaunch, TaskPhase
 from clusters.backends.local import LocalBackend, cgroups
 from clusters.backends.local.limits import HostLimits
-from clusters.backends.local.pty import PtySession
 from tests.waiting import wait_for
 
 
@@ -88,9 +87,8 @@ def record_pid(backend: LocalBackend, ref: str) -> int:
 def shell_output(backend: LocalBackend, ref: str, typed: bytes, until: bytes) -> str:
     """What the terminal of the running task ``ref`` shows once ``typed`` was typed into it,
     read until ``until`` shows; then the terminal is closed and the task stopped."""
-    spec = backend.shell(ref)
-    assert spec is not None
-    session = PtySession(spec)
+    session = backend.shell(ref)
+    assert session is not None
     try:
         session.write(typed)
         seen = b""

@@ -57,6 +57,11 @@ class ExecSession:
         if self.ws.is_open():
             self.ws.write_channel(RESIZE, json.dumps({"Width": cols, "Height": rows}).encode())
 
+    def task_ended(self) -> bool:
+        """An exec stream ends with its shell; whether the pod went too is for the page's next
+        look at the task, not this stream."""
+        return False
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.ws.close()

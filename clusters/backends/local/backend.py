@@ -33,7 +33,6 @@ from clusters.backends.base import (
     Capacity,
     Observation,
     Placement,
-    ShellSpec,
     TaskLaunch,
     TaskPhase,
     TaskShape,
@@ -63,6 +62,7 @@ from clusters.backends.local.process import (
     spawn_detached,
     start_time_of,
 )
+from clusters.backends.local.pty import PtySession, ShellSpec
 from clusters.backends.local.taskdir import (
     IMAGE,
     SAFE_NAME,
@@ -327,9 +327,14 @@ class LocalBackend:
     ) -> Iterator[bytes]:
         return logs.log_chunks(self._workdir(ref), stream, chunk_bytes)
 
-    def shell(self, ref: str) -> ShellSpec | None:
+    def shell(self, ref: str) -> PtySession | None:
         """A login-less shell in the task's directory with the task's own environment (read
-        from its main process), as its own session with the pty as controlling terminal."""
+        from its main process), as its own session with a pty of this machine as controlling
+        terminal."""
+        spec = self._shell_spec(ref)
+        return None if spec is None else PtySession(spec)
+
+    def _shell_spec(self, ref: str) -> ShellSpec | None:
         workdir = self._workdir_or_none(ref)
         record = TaskRecord.load(workdir / "task.json") if workdir else None
         if workdir is None or record is None or record.pid is None or not record.alive():

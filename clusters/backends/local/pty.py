@@ -1,5 +1,5 @@
 """The local backend's web terminal: a ``ShellSpec`` run on this machine under a pty of its own,
-driven by ``jobs.terminal`` through ``base.TerminalSession``."""
+the ``base.TerminalSession`` that ``LocalBackend.shell`` opens and ``jobs.terminal`` drives."""
 
 from __future__ import annotations
 
@@ -11,8 +11,16 @@ import signal
 import struct
 import subprocess
 import termios
+from dataclasses import dataclass
 
-from clusters.backends.base import ShellSpec
+
+@dataclass(frozen=True)
+class ShellSpec:
+    """How to open an interactive shell inside a running task: run ``argv`` under a pty."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
 
 
 class PtySession:
@@ -59,7 +67,7 @@ class PtySession:
         with contextlib.suppress(OSError):
             fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
-    def killed(self) -> bool:
+    def task_ended(self) -> bool:
         """Whether the shell was killed (SIGKILL): its task's sandbox ended under it."""
         try:
             code = self.process.wait(1)
