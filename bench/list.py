@@ -4,8 +4,9 @@ Makes a fresh database ``bench_list`` (``BENCH_DB``) on the PostgreSQL at ``BENC
 the local one), bulk-creates ``BENCH_JOBS`` (default 100,000) jobs of 100 users, starts the
 portal and serves it as ``make run`` does (a daphne process per core on one socket) and has
 8 clients, each signed in as a user of its own, list jobs for ``BENCH_SECONDS`` (default 10):
-the first page newest first, and a page filtered by user and state. Prints median and p99,
-headline last.
+the first page newest first, and a page filtered by user and state. Prints the web processes'
+CPU per request (user + system time of every process the server started, sign-ins excluded),
+p99 and median, headline last.
 
 A client per user: DRF's rate limit keeps each user's recent request times and reads and writes
 them on every call, so one user making every request measured the length of that list rather
@@ -87,10 +88,30 @@ def seed(env: dict[str, str]) -> None:
     sh(sys.executable, "manage.py", "shell", "-c", code, env=env)
 
 
-def run_clients(port: int) -> list[float]:
+def cpu_seconds(roots: list[int]) -> float:
+    """User + system CPU time of ``roots`` and every process below them (a server's workers)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}  # pid: (parent, seconds)
+    for proc in Path("/proc").iterdir():
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, ValueError, IndexError):
+            continue
+        stats[int(proc.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+    tree, total = set(roots), 0.0
+    while grown := {pid for pid, (parent, _) in stats.items() if parent in tree} - tree:
+        tree |= grown
+    for pid in tree:
+        total += stats.get(pid, (0, 0.0))[1]
+    return total
+
+
+def run_clients(port: int, servers: list[int]) -> tuple[list[float], float]:
+    """Each request's time, and the servers' CPU seconds while the clients ran."""
     timings: list[list[float]] = [[] for _ in range(CLIENTS)]
     errors: list[int] = [0] * CLIENTS
     tokens = [login(port, f"u{n}") for n in range(CLIENTS)]
+    cpu_before = cpu_seconds(servers)
     stop_at = time.monotonic() + SECONDS
 
     def client(number: int) -> None:
@@ -113,9 +134,10 @@ def run_clients(port: int) -> list[float]:
         thread.start()
     for thread in threads:
         thread.join()
+    cpu = cpu_seconds(servers) - cpu_before
     if sum(errors):
         print(f"errors: {sum(errors)}")
-    return [t for per_client in timings for t in per_client]
+    return [t for per_client in timings for t in per_client], cpu
 
 
 def main() -> None:
@@ -144,7 +166,7 @@ def main() -> None:
         for _ in range(processes)
     ]
     try:
-        timings = run_clients(port)
+        timings, cpu = run_clients(port, [server.pid for server in servers])
     finally:
         for server in servers:
             server.terminate()
@@ -156,6 +178,7 @@ def main() -> None:
     print(f"jobs: {JOBS}, clients: {CLIENTS}, web processes: {processes}, seconds: {SECONDS:.0f}")
     print(f"requests: {len(timings)}")
     print(f"requests per second: {len(timings) / SECONDS:.1f}")
+    print(f"server CPU per request: {cpu / len(timings) * 1000:.2f} ms")
     print(f"p99 list latency: {p99 * 1000:.1f} ms")
     print(f"median list latency: {statistics.median(timings) * 1000:.1f} ms")
 
