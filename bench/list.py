@@ -93,6 +93,8 @@ def cpu_seconds(roots: list[int]) -> float:
     ticks = os.sysconf("SC_CLK_TCK")
     stats: dict[int, tuple[int, float]] = {}  # pid: (parent, seconds)
     for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
         try:
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, ValueError, IndexError):
