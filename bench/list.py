@@ -1,8 +1,8 @@
-"""``GET /api/v2/jobs`` latency with 100,000 jobs: 8 concurrent clients, PostgreSQL, daphne.
+"""``GET /api/v2/jobs`` latency with 100,000 jobs: 8 concurrent clients, PostgreSQL, uvicorn.
 
 Makes a fresh database ``bench_list`` (``BENCH_DB``) on the PostgreSQL at ``BENCH_PG`` (default
 the local one), bulk-creates ``BENCH_JOBS`` (default 100,000) jobs of 100 users, starts the
-portal and serves it as ``make run`` does (a daphne process per core on one socket) and has
+portal and serves it as ``make run`` does (uvicorn, a worker process per core) and has
 8 clients, each signed in as a user of its own, list jobs for ``BENCH_SECONDS`` (default 10):
 the first page newest first, and a page filtered by user and state. Prints the web processes'
 CPU per request (user + system time of every process the server started, sign-ins excluded),
@@ -18,7 +18,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from portal.management.commands.runportal import free_port, web_command, web_processes  # noqa: E402
+
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DB = os.environ.get("BENCH_DB", "bench_list")  # another name for runs side by side
 DB_URL = f"{PG}/{DB}"
@@ -155,26 +158,21 @@ def main() -> None:
     sh(sys.executable, "manage.py", "migrate", "-v0", env=env)
     seed(env)
     sh("psql", DB_URL, "-qc", "ANALYZE")
-    # Served as ``make run`` serves it: WEB_PROCESSES daphne processes (one per core unless
-    # told) sharing one listening socket (runportal).
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.set_inheritable(True)
-    port = int(listener.getsockname()[1])
-    fd = listener.fileno()
-    command = [sys.executable, "-m", "daphne", "--fd", str(fd), "portal.asgi:application"]
-    processes = int(os.environ.get("WEB_PROCESSES") or os.cpu_count() or 1)
-    servers = [
-        subprocess.Popen(command, cwd=ROOT, env=env, pass_fds=(fd,), stderr=subprocess.DEVNULL)
-        for _ in range(processes)
-    ]
+    # Served as ``make run`` serves it: uvicorn with WEB_PROCESSES workers (one per core unless
+    # told), its access log dropped.
+    port, processes = free_port(), web_processes()
+    server = subprocess.Popen(
+        web_command("127.0.0.1", port, processes),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        timings, cpu = run_clients(port, [server.pid for server in servers])
+        timings, cpu = run_clients(port, [server.pid])
     finally:
-        for server in servers:
-            server.terminate()
-        for server in servers:
-            server.wait(10)
-        listener.close()
+        server.terminate()
+        server.wait(30)
     timings.sort()
     p99 = timings[min(len(timings) - 1, int(len(timings) * 0.99))]
     print(f"jobs: {JOBS}, clients: {CLIENTS}, web processes: {processes}, seconds: {SECONDS:.0f}")

@@ -1,4 +1,4 @@
-"""A real portal for the browser: daphne in a subprocess on the test database, reconcile passes
+"""A real portal for the browser: uvicorn in a subprocess on the test database, reconcile passes
 in a thread of the test process, Debian's Chromium driven by Playwright."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ LATE_SECONDS = 60
 
 @pytest.fixture
 def portal_without_beat(transactional_db, settings) -> Iterator[str]:
-    """The portal under daphne with no reconcile pass of its own (the last pass is what the
+    """The portal (uvicorn) with no reconcile pass of its own (the last pass is what the
     test writes), its pages asking about the scheduler every half second."""
     with web_server(
         CHANNEL_LAYER_PREFIX=settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"],

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def sso_portal(tmp_path: Path, transactional_db, settings) -> Iterator[tuple[str, OidcProvider]]:  # type: ignore[no-untyped-def]
-    """The portal under daphne, set up for the provider as README says (the provider's port
+    """The portal (uvicorn), set up for the provider as README says (the provider's port
     chosen first: each needs the other's address), then the provider, which knows the
     portal's redirect URIs."""
     port = free_port()

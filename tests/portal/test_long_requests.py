@@ -5,6 +5,7 @@ after a read (httptools reads a header of any length into memory, and answers it
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -21,10 +22,8 @@ def exchange(base: str, request: bytes) -> bytes:
     until the server closes."""
     address = urlsplit(base)
     with socket.create_connection((address.hostname, address.port), timeout=30) as connection:
-        try:
+        with contextlib.suppress(ConnectionResetError):  # closed while the request was sent
             connection.sendall(request)
-        except ConnectionResetError:  # closed while the request was still on its way
-            pass
         answer = b""
         try:
             while chunk := connection.recv(65536):

@@ -79,8 +79,9 @@ def database_url() -> str:
 
 @contextmanager
 def web_server(log_path: Path | None = None, **env: str) -> Iterator[str]:
-    """The portal's web server (one uvicorn process) on the test database; its base URL. Its output goes to
-    ``log_path`` (else the test's own); ``env`` adds to (or overrides) the environment it gets."""
+    """The portal's web server (one uvicorn process) on the test database; its base URL. Its
+    output goes to ``log_path`` (else the test's own); ``env`` adds to (or overrides) the
+    environment it gets."""
     port = free_port()
     full_env = {
         **os.environ,
