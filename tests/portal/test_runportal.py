@@ -70,13 +70,11 @@ def answers(url: str) -> bool:
         return False
 
 
-def start_runportal(
-    tmp_path: Path, web_processes: int, **extra_env: str
-) -> tuple[subprocess.Popen[str], Output, int]:
-    """``manage.py runportal`` on SQLite under ``tmp_path``, on a free port, without REDIS_URL
-    (it starts a private redis-server of its own) and without the task firewall, as an ordinary
-    user's ``make run``: nothing tasks could use is open, so its checks pass."""
-    env = {
+def runportal_env(tmp_path: Path, web_processes: int, **extra_env: str) -> dict[str, str]:
+    """The environment of an ordinary user's ``make run`` on SQLite under ``tmp_path``, without
+    REDIS_URL (it starts a private redis-server of its own) and without the task firewall:
+    nothing tasks could use is open, so its checks pass."""
+    return {
         **{k: v for k, v in os.environ.items() if k != "REDIS_URL"},
         "PYTHONUNBUFFERED": "1",
         "PORTAL_VAR_DIR": str(tmp_path),
@@ -87,11 +85,17 @@ def start_runportal(
         "WEB_PROCESSES": str(web_processes),
         **extra_env,
     }
+
+
+def start_runportal(
+    tmp_path: Path, web_processes: int, **extra_env: str
+) -> tuple[subprocess.Popen[str], Output, int]:
+    """``manage.py runportal`` as ``runportal_env`` has it, on a free port."""
     port = free_port()
     portal = subprocess.Popen(
         [sys.executable, "manage.py", "runportal", "--port", str(port)],
         cwd=ROOT,
-        env=env,
+        env=runportal_env(tmp_path, web_processes, **extra_env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -136,6 +140,30 @@ def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
         if portal.poll() is None:
             portal.kill()
             portal.wait()
+
+
+def test_its_output_to_a_file_keeps_every_program_s_lines(tmp_path):
+    """``make run > log``: supervisord's programs each open its standard output again; each
+    writes at the file's end, not over the others' lines."""
+    log = tmp_path / "portal.log"
+    with log.open("w") as out:  # not in append mode, as a shell's > opens it
+        portal = subprocess.Popen(
+            [sys.executable, "manage.py", "runportal", "--port", str(free_port())],
+            cwd=ROOT,
+            env=runportal_env(tmp_path, 1),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: re.search(r"celery@\S+ ready", log.read_text()), timeout=90)
+        wait_for(lambda: "Uvicorn running on" in log.read_text())
+    finally:
+        portal.send_signal(signal.SIGTERM)
+        portal.wait(60)
+    text = log.read_text()
+    for line in ("The portal is up", "spawned: 'watcher'", "[tasks]", "Started server process"):
+        assert line in text, text
+    assert text.rstrip().endswith("stopped.")
 
 
 def test_supervisord_runs_each_command_as_runportal_wrote_it(tmp_path):

@@ -63,9 +63,10 @@ def portal_programs(host: str, port: int, web_processes: int) -> dict[str, list[
 def web_command(host: str, port: int, processes: int) -> list[str]:
     """uvicorn serving HTTP and WebSockets: ``processes`` workers on the one port (Django runs
     sync views on one thread per process, so one per core), each started again when it dies.
-    h11 parses HTTP: a request head over 16 KiB gets a 400 (httptools reads a header of any
-    length into memory). No lifespan (Channels' router has none); the client address is the
-    connection's, never an X-Forwarded-For a local task could send."""
+    h11 parses HTTP: a request head more than 16 KiB of which is still incomplete after a read
+    gets a 400 (httptools reads a header of any length into memory). No lifespan (Channels'
+    router has none); the client address is the connection's, never an X-Forwarded-For a local
+    task could send."""
     return [
         *[sys.executable, "-m", "uvicorn", "portal.asgi:application"],
         *["--host", host, "--port", str(port), "--workers", str(processes)],
@@ -84,7 +85,7 @@ def supervisord_conf(programs: dict[str, list[str]], var_dir: Path) -> Path:
         "nodaemon=true",
         "logfile=/dev/null",  # its log goes to its standard output (nodaemon)
         "logfile_maxbytes=0",
-        f"pidfile={var_dir / 'supervisord.pid'}",
+        "pidfile=" + str(var_dir / "supervisord.pid").replace("%", "%%"),
         *(["user=root"] if os.geteuid() == 0 else []),  # as it was started: said, not warned
     ]
     for priority, (name, command) in enumerate(programs.items(), start=1):
