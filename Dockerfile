@@ -30,4 +30,7 @@ RUN --mount=type=secret,id=ca \
 COPY . .
 RUN DATABASE_URL=sqlite:////tmp/build.sqlite3 SECRET_KEY=build python manage.py collectstatic --noinput
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "portal.asgi:application"]
+# The web server alone, as runportal's web_command runs it (deploy/kubernetes/web.yaml runs
+# this; docker-compose.yml runs the whole portal with manage.py runportal).
+CMD ["uvicorn", "portal.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
+     "--http", "h11", "--lifespan", "off", "--no-proxy-headers", "--timeout-graceful-shutdown", "10"]

@@ -1,6 +1,6 @@
 """End to end, beside Slurm: how long trivial jobs take from submit to finished.
 
-Starts the whole portal as ``make run`` does (``manage.py runportal``: daphne, a Celery worker,
+Starts the whole portal as ``make run`` does (``manage.py runportal``: uvicorn, a Celery worker,
 beat) on the local backend, with a fresh PostgreSQL database ``bench_e2e`` (at ``BENCH_PG``),
 a redis-server of its own on a free port and a scratch ``PORTAL_VAR_DIR``; logs in as the admin
 and measures through the REST API (``POST /api/v2/jobs``, v2 YAML):
@@ -163,7 +163,7 @@ def log_tail(var_dir: Path) -> str:
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM (runportal stops its web servers, worker and beat), SIGKILL after 30 s."""
+    """SIGTERM (runportal stops its web server, worker and beat), SIGKILL after 30 s."""
     process.terminate()
     try:
         process.wait(30)

@@ -1,11 +1,12 @@
-"""``GET /api/v2/jobs`` latency with 100,000 jobs: 8 concurrent clients, PostgreSQL, daphne.
+"""``GET /api/v2/jobs`` latency with 100,000 jobs: 8 concurrent clients, PostgreSQL, uvicorn.
 
 Makes a fresh database ``bench_list`` (``BENCH_DB``) on the PostgreSQL at ``BENCH_PG`` (default
 the local one), bulk-creates ``BENCH_JOBS`` (default 100,000) jobs of 100 users, starts the
-portal and serves it as ``make run`` does (a daphne process per core on one socket) and has
+portal and serves it as ``make run`` does (uvicorn, a worker process per core) and has
 8 clients, each signed in as a user of its own, list jobs for ``BENCH_SECONDS`` (default 10):
-the first page newest first, and a page filtered by user and state. Prints median and p99,
-headline last.
+the first page newest first, and a page filtered by user and state. Prints the web processes'
+CPU per request (user + system time of every process the server started, sign-ins excluded),
+p99 and median, headline last.
 
 A client per user: DRF's rate limit keeps each user's recent request times and reads and writes
 them on every call, so one user making every request measured the length of that list rather
@@ -17,7 +18,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,6 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from portal.management.commands.runportal import free_port, web_command, web_processes  # noqa: E402
+
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DB = os.environ.get("BENCH_DB", "bench_list")  # another name for runs side by side
 DB_URL = f"{PG}/{DB}"
@@ -87,10 +91,32 @@ def seed(env: dict[str, str]) -> None:
     sh(sys.executable, "manage.py", "shell", "-c", code, env=env)
 
 
-def run_clients(port: int) -> list[float]:
+def cpu_seconds(roots: list[int]) -> float:
+    """User + system CPU time of ``roots`` and every process below them (a server's workers)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}  # pid: (parent, seconds)
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, ValueError, IndexError):
+            continue
+        stats[int(proc.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+    tree, total = set(roots), 0.0
+    while grown := {pid for pid, (parent, _) in stats.items() if parent in tree} - tree:
+        tree |= grown
+    for pid in tree:
+        total += stats.get(pid, (0, 0.0))[1]
+    return total
+
+
+def run_clients(port: int, servers: list[int]) -> tuple[list[float], float]:
+    """Each request's time, and the servers' CPU seconds while the clients ran."""
     timings: list[list[float]] = [[] for _ in range(CLIENTS)]
     errors: list[int] = [0] * CLIENTS
     tokens = [login(port, f"u{n}") for n in range(CLIENTS)]
+    cpu_before = cpu_seconds(servers)
     stop_at = time.monotonic() + SECONDS
 
     def client(number: int) -> None:
@@ -113,9 +139,10 @@ def run_clients(port: int) -> list[float]:
         thread.start()
     for thread in threads:
         thread.join()
+    cpu = cpu_seconds(servers) - cpu_before
     if sum(errors):
         print(f"errors: {sum(errors)}")
-    return [t for per_client in timings for t in per_client]
+    return [t for per_client in timings for t in per_client], cpu
 
 
 def main() -> None:
@@ -131,31 +158,27 @@ def main() -> None:
     sh(sys.executable, "manage.py", "migrate", "-v0", env=env)
     seed(env)
     sh("psql", DB_URL, "-qc", "ANALYZE")
-    # Served as ``make run`` serves it: WEB_PROCESSES daphne processes (one per core unless
-    # told) sharing one listening socket (runportal).
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.set_inheritable(True)
-    port = int(listener.getsockname()[1])
-    fd = listener.fileno()
-    command = [sys.executable, "-m", "daphne", "--fd", str(fd), "portal.asgi:application"]
-    processes = int(os.environ.get("WEB_PROCESSES") or os.cpu_count() or 1)
-    servers = [
-        subprocess.Popen(command, cwd=ROOT, env=env, pass_fds=(fd,), stderr=subprocess.DEVNULL)
-        for _ in range(processes)
-    ]
+    # Served as ``make run`` serves it: uvicorn with WEB_PROCESSES workers (one per core unless
+    # told), its access log dropped.
+    port, processes = free_port(), web_processes()
+    server = subprocess.Popen(
+        web_command("127.0.0.1", port, processes),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        timings = run_clients(port)
+        timings, cpu = run_clients(port, [server.pid])
     finally:
-        for server in servers:
-            server.terminate()
-        for server in servers:
-            server.wait(10)
-        listener.close()
+        server.terminate()
+        server.wait(30)
     timings.sort()
     p99 = timings[min(len(timings) - 1, int(len(timings) * 0.99))]
     print(f"jobs: {JOBS}, clients: {CLIENTS}, web processes: {processes}, seconds: {SECONDS:.0f}")
     print(f"requests: {len(timings)}")
     print(f"requests per second: {len(timings) / SECONDS:.1f}")
+    print(f"server CPU per request: {cpu / len(timings) * 1000:.2f} ms")
     print(f"p99 list latency: {p99 * 1000:.1f} ms")
     print(f"median list latency: {statistics.median(timings) * 1000:.1f} ms")
 

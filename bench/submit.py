@@ -1,8 +1,8 @@
 """Jobs accepted per second through ``POST /api/v2/jobs``: 8 concurrent clients, PostgreSQL.
 
-Starts the portal (daphne) on a fresh database ``bench_portal`` (or ``BENCH_DB``) of the
-PostgreSQL at ``BENCH_PG`` (default the local one), logs in, and has 8 threads submit distinct
-jobs for ``BENCH_SECONDS`` (default 10). Prints the figure last.
+Starts the portal (uvicorn, as ``make run`` does) on a fresh database ``bench_portal`` (or
+``BENCH_DB``) of the PostgreSQL at ``BENCH_PG`` (default the local one), logs in, and has 8
+threads submit distinct jobs for ``BENCH_SECONDS`` (default 10). Prints the figure last.
 """
 
 from __future__ import annotations
@@ -54,29 +54,22 @@ def main() -> None:
     sh(sys.executable, "manage.py", "migrate", "-v0", env=env)
     sh(sys.executable, "manage.py", "ensure_admin", env=env)
     sys.path.insert(0, str(ROOT))
-    from portal.management.commands.runportal import daphne_command, listen, web_processes
+    from portal.management.commands.runportal import free_port, web_command, web_processes
 
-    sock = listen("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    servers = [
-        subprocess.Popen(
-            daphne_command(sock.fileno()),
-            env=env,
-            cwd=ROOT,
-            pass_fds=(sock.fileno(),),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(web_processes())
-    ]
+    port = free_port()
+    server = subprocess.Popen(
+        web_command("127.0.0.1", port, web_processes()),
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         token = login(port)
         counts = run_clients(port, token)
     finally:
-        for server in servers:
-            server.terminate()
-        for server in servers:
-            server.wait(10)
+        server.terminate()
+        server.wait(30)
         sh("redis-cli", "-u", redis_url, "flushdb")  # the reconcile requests nobody consumed
     accepted = sum(c[0] for c in counts)
     errors = sum(c[1] for c in counts)

@@ -1,6 +1,5 @@
-"""HTTP and WebSocket entry point, served by daphne: Django's own ASGI handler for HTTP (with
-flow control for streamed bodies, ``portal.flowcontrol``), the Channels consumers for
-WebSockets."""
+"""HTTP and WebSocket entry point, served by uvicorn (``runportal``'s ``web_command``): Django's
+own ASGI handler for HTTP, the Channels consumers for WebSockets."""
 
 from __future__ import annotations
 
@@ -20,8 +19,6 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from jobs.routing import websocket_urlpatterns  # noqa: E402
-from portal.flowcontrol import StreamFlowControl  # noqa: E402
-from portal.longrequests import install as answer_long_request_lines  # noqa: E402
 from portal.origin import SameOriginValidator  # noqa: E402
 
 
@@ -56,11 +53,9 @@ class Handler(ASGIHandler):
         return response
 
 
-answer_long_request_lines()  # a 414, not a dropped connection, for a 1 MB query string
-
 application = ProtocolTypeRouter(
     {
-        "http": StreamFlowControl(Handler()),
+        "http": Handler(),
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

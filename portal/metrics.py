@@ -1,7 +1,7 @@
 """``GET /metrics``: the portal's state for Prometheus, in its text format (issue 28).
 
 A custom collector reads the database and Redis at each scrape, not counters kept in memory:
-the portal runs as several daphne processes and Celery workers, and any of them may answer a
+the portal runs as several uvicorn worker processes and Celery workers, and any of them may answer a
 scrape, so only what they all share (the rows, the last pass's time) gives one answer. Each
 scrape costs a fixed number of aggregate queries however many jobs there are
 (``QUERIES_PER_SCRAPE``). No label holds a job's or user's name: only virtual clusters' names
@@ -10,7 +10,8 @@ and states, which every admin sees anyway and whose number is small.
 The API's request latency is the one figure kept per process, in a histogram each web process
 adds to as it answers: where several serve (runportal), ``PROMETHEUS_MULTIPROC_DIR`` makes
 prometheus_client keep each process's counts in a file there, and a scrape adds them up (its
-multiprocess mode); one process alone (the image's daphne) keeps them in memory.
+multiprocess mode; uvicorn's workers inherit it from runportal); one process alone (the image's
+uvicorn) keeps them in memory.
 """
 
 from __future__ import annotations

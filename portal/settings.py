@@ -29,7 +29,6 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "t
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -188,7 +187,8 @@ SCHEDULER_LATE_SECONDS = env_float(
 # How often an open page asks again whether the scheduler runs (portal.scheduler_status).
 SCHEDULER_CHECK_SECONDS = env_float("SCHEDULER_CHECK_SECONDS", 10.0, minimum=0.5)
 # GET /metrics (portal.metrics), for Prometheus: only clients in METRICS_ALLOWED_NETWORKS
-# (CIDRs; the address daphne sees) and, when METRICS_TOKEN is set, that send it as a Bearer.
+# (CIDRs; the connection's address, never an X-Forwarded-For) and, when METRICS_TOKEN is set,
+# that send it as a Bearer.
 METRICS_TOKEN = env_secret("METRICS_TOKEN", "")
 METRICS_ALLOWED_NETWORKS = env_list("METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
 for _network in METRICS_ALLOWED_NETWORKS:

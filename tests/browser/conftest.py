@@ -1,4 +1,4 @@
-"""A real portal for the browser: daphne in a subprocess on the test database, reconcile passes
+"""A real portal for the browser: uvicorn in a subprocess on the test database, reconcile passes
 in a thread of the test process, Debian's Chromium driven by Playwright."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.servers import daphne
+from tests.support.servers import web_server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -28,7 +28,7 @@ def portal_url(transactional_db, settings, backend) -> Iterator[str]:
     loop = threading.Thread(target=reconcile_loop, args=(backend, stop), daemon=True)
     # The server's channel layer is this test's (tests/conftest.py), so that news sent by the
     # reconcile passes here reaches the pages it serves.
-    with daphne(
+    with web_server(
         CHANNEL_LAYER_PREFIX=settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"],
         CELERY_TASK_ALWAYS_EAGER="True",
         LOCAL_STOP_GRACE_SECONDS="2",

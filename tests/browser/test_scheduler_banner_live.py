@@ -13,7 +13,7 @@ from jobs import lifecycle
 from jobs.wakeup import FIRST_ASKED_KEY, LAST_RUN_KEY
 from tests.browser.pages import log_in
 from tests.jobs.samples import hello_job
-from tests.support.servers import daphne
+from tests.support.servers import web_server
 
 pytestmark = pytest.mark.browser
 
@@ -22,9 +22,9 @@ LATE_SECONDS = 60
 
 @pytest.fixture
 def portal_without_beat(transactional_db, settings) -> Iterator[str]:
-    """The portal under daphne with no reconcile pass of its own (the last pass is what the
+    """The portal (uvicorn) with no reconcile pass of its own (the last pass is what the
     test writes), its pages asking about the scheduler every half second."""
-    with daphne(
+    with web_server(
         CHANNEL_LAYER_PREFIX=settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"],
         SCHEDULER_LATE_SECONDS=str(LATE_SECONDS),
         SCHEDULER_CHECK_SECONDS="0.5",

@@ -21,19 +21,19 @@ from tests.support.oidc_provider import (
     OidcProvider,
     oidc_provider,
 )
-from tests.support.servers import daphne, free_port
+from tests.support.servers import free_port, web_server
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
 def sso_portal(tmp_path: Path, transactional_db, settings) -> Iterator[tuple[str, OidcProvider]]:  # type: ignore[no-untyped-def]
-    """The portal under daphne, set up for the provider as README says (the provider's port
+    """The portal (uvicorn), set up for the provider as README says (the provider's port
     chosen first: each needs the other's address), then the provider, which knows the
     portal's redirect URIs."""
     port = free_port()
     with (
-        daphne(
+        web_server(
             CHANNEL_LAYER_PREFIX=settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"],
             CELERY_TASK_ALWAYS_EAGER="True",
             OIDC_ISSUER=f"http://127.0.0.1:{port}",

@@ -1,4 +1,4 @@
-"""HTTP through the ASGI application daphne serves (Django's own ASGI handler): a body sent in
+"""HTTP through the ASGI application uvicorn serves (Django's own ASGI handler): a body sent in
 pieces or chunked reaches the view whole, and a task's log is sent as it is read."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import requests
 from django.db import connection
 
 from portal.accounts.models import ApiToken
-from tests.support.servers import ROOT, daphne
+from tests.support.servers import ROOT, web_server
 from tests.waiting import wait_for
 
 
@@ -54,7 +54,7 @@ def test_a_connection_killed_between_requests_gives_no_500(alice, tmp_path: Path
             return [row[0] for row in cursor.fetchall()]
 
     # libpq names the server's sessions after PGAPPNAME: only they are killed, no one else's.
-    with daphne(tmp_path / "daphne.log", PGAPPNAME=app_name) as base:
+    with web_server(tmp_path / "server.log", PGAPPNAME=app_name) as base:
         for path in ("/api/v2/jobs", "/api/v2/users/me", "/api/v2/info"):
             assert api.get(base + path, timeout=30).status_code == 200
             pids = wait_for(server_sessions)

@@ -16,7 +16,7 @@ from jobs.models import Job, JobEvent
 from portal.accounts.models import ApiToken
 from portal.unavailable import ServiceUnavailableMiddleware
 from tests.jobs.samples import hello_job
-from tests.support.servers import daphne
+from tests.support.servers import web_server
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -72,10 +72,10 @@ def test_with_redis_down_reads_answer_and_a_submission_waits_for_it(
     api.headers["Authorization"] = f"Bearer {token}"
     page = requests.Session()
     page.cookies.set("sessionid", browser.cookies["sessionid"].value)
-    log_path = tmp_path / "daphne.log"
+    log_path = tmp_path / "server.log"
     stop, failed = threading.Event(), threading.Event()
     beat = threading.Thread(target=beat_loop, args=(backend, stop, failed), daemon=True)
-    with daphne(log_path, REDIS_URL=redis_server.url) as base:
+    with web_server(log_path, REDIS_URL=redis_server.url) as base:
         before = api.post(f"{base}/api/v2/jobs", hello_job("before", "sleep 60"), timeout=30)
         assert before.status_code == 202
         redis_server.stop()

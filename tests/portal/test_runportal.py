@@ -1,5 +1,5 @@
 """``manage.py runportal`` (``make run``): a process of the portal that dies starts again by
-itself; SIGTERM stops them all."""
+itself (supervisord; uvicorn for its workers); SIGTERM stops them all."""
 
 from __future__ import annotations
 
@@ -17,8 +17,11 @@ from pathlib import Path
 import pytest
 import redis
 import requests
+from supervisor.options import ServerOptions
+from supervisor.process import Subprocess
 
-from portal.management.commands.runportal import Command, kill_group
+from portal.checks import redis_answers
+from portal.management.commands.runportal import Command, supervisord_conf
 from tests.support.servers import free_port
 from tests.waiting import wait_for
 
@@ -67,13 +70,11 @@ def answers(url: str) -> bool:
         return False
 
 
-def start_runportal(
-    tmp_path: Path, web_processes: int, **extra_env: str
-) -> tuple[subprocess.Popen[str], Output, int]:
-    """``manage.py runportal`` on SQLite under ``tmp_path``, on a free port, without REDIS_URL
-    (it starts a private redis-server of its own) and without the task firewall, as an ordinary
-    user's ``make run``: nothing tasks could use is open, so its checks pass."""
-    env = {
+def runportal_env(tmp_path: Path, web_processes: int, **extra_env: str) -> dict[str, str]:
+    """The environment of an ordinary user's ``make run`` on SQLite under ``tmp_path``, without
+    REDIS_URL (it starts a private redis-server of its own) and without the task firewall:
+    nothing tasks could use is open, so its checks pass."""
+    return {
         **{k: v for k, v in os.environ.items() if k != "REDIS_URL"},
         "PYTHONUNBUFFERED": "1",
         "PORTAL_VAR_DIR": str(tmp_path),
@@ -84,11 +85,17 @@ def start_runportal(
         "WEB_PROCESSES": str(web_processes),
         **extra_env,
     }
+
+
+def start_runportal(
+    tmp_path: Path, web_processes: int, **extra_env: str
+) -> tuple[subprocess.Popen[str], Output, int]:
+    """``manage.py runportal`` as ``runportal_env`` has it, on a free port."""
     port = free_port()
     portal = subprocess.Popen(
         [sys.executable, "manage.py", "runportal", "--port", str(port)],
         cwd=ROOT,
-        env=env,
+        env=runportal_env(tmp_path, web_processes, **extra_env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -97,40 +104,76 @@ def start_runportal(
 
 
 def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
-    """The web server answers on the one port (also once started again: it inherits the same
-    listening socket), and the listener of ended tasks is one of the children too."""
-    portal, output, port = start_runportal(tmp_path, web_processes=1)
+    """The web server answers on the one port also once a worker of it is killed (uvicorn starts
+    another), a killed Celery worker or Redis is started again by supervisord, and the listener
+    of ended tasks is one of the programs too."""
+    portal, output, port = start_runportal(tmp_path, web_processes=2)
     try:
-        redis_pid = int(output.wait_for(r"redis: started, pid (\d+)")[1])
-        web_pid = int(output.wait_for(r"web-1: started, pid (\d+)")[1])
-        worker_pid = int(output.wait_for(r"worker: started, pid (\d+)")[1])
-        watcher_pid = int(output.wait_for(r"watcher: started, pid (\d+)")[1])
+        redis_pid = int(output.wait_for(r"spawned: 'redis' with pid (\d+)")[1])
+        web_pid = int(output.wait_for(r"spawned: 'web' with pid (\d+)")[1])
+        worker_pid = int(output.wait_for(r"spawned: 'worker' with pid (\d+)")[1])
+        watcher_pid = int(output.wait_for(r"spawned: 'watcher' with pid (\d+)")[1])
+        server_pid = int(output.wait_for(r"Started server process \[(\d+)\]")[1])
         output.wait_for(r"celery@\S+ ready")
         login = f"http://127.0.0.1:{port}/login/"
         wait_for(lambda: answers(login))
-        os.kill(web_pid, signal.SIGKILL)
-        output.wait_for(rf"web-1: pid {web_pid} exited with code -9")
-        output.wait_for(r"web-1: started, pid (\d+)")
+        os.kill(server_pid, signal.SIGKILL)
+        output.wait_for(rf"Child process \[{server_pid}\] died")
         wait_for(lambda: answers(login))
+        assert alive(web_pid)  # uvicorn's parent, which started the worker again
 
         os.kill(worker_pid, signal.SIGKILL)  # as the OOM killer would
-        output.wait_for(rf"worker: pid {worker_pid} exited with code -9 .*again in 1 s")
-        new_worker = int(output.wait_for(r"worker: started, pid (\d+)")[1])
+        output.wait_for(r"exited: worker \(terminated by SIGKILL; not expected\)")
+        new_worker = int(output.wait_for(r"spawned: 'worker' with pid (\d+)")[1])
         assert new_worker != worker_pid and alive(new_worker)
         output.wait_for(r"celery@\S+ ready")  # the new worker is connected to the broker
 
         os.kill(redis_pid, signal.SIGKILL)
-        output.wait_for(rf"redis: pid {redis_pid} exited with code -9")
-        new_redis = int(output.wait_for(r"redis: started, pid (\d+)")[1])
+        output.wait_for(r"exited: redis \(terminated by SIGKILL; not expected\)")
+        new_redis = int(output.wait_for(r"spawned: 'redis' with pid (\d+)")[1])
         assert alive(new_redis) and alive(new_worker)  # nothing else went down with it
 
         portal.send_signal(signal.SIGTERM)
         assert portal.wait(60) == 0
-        assert not alive(new_worker) and not alive(new_redis) and not alive(watcher_pid)
+        assert not any(alive(pid) for pid in (new_worker, new_redis, watcher_pid, web_pid))
     finally:
         if portal.poll() is None:
             portal.kill()
             portal.wait()
+
+
+def test_its_output_to_a_file_keeps_every_program_s_lines(tmp_path):
+    """``make run > log``: supervisord's programs each open its standard output again; each
+    writes at the file's end, not over the others' lines."""
+    log = tmp_path / "portal.log"
+    with log.open("w") as out:  # not in append mode, as a shell's > opens it
+        portal = subprocess.Popen(
+            [sys.executable, "manage.py", "runportal", "--port", str(free_port())],
+            cwd=ROOT,
+            env=runportal_env(tmp_path, 1),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: re.search(r"celery@\S+ ready", log.read_text()), timeout=90)
+        wait_for(lambda: "Uvicorn running on" in log.read_text())
+    finally:
+        portal.send_signal(signal.SIGTERM)
+        portal.wait(60)
+    text = log.read_text()
+    for line in ("The portal is up", "spawned: 'watcher'", "[tasks]", "Started server process"):
+        assert line in text, text
+    assert text.rstrip().endswith("stopped.")
+
+
+def test_supervisord_runs_each_command_as_runportal_wrote_it(tmp_path):
+    """supervisord splits a command as a shell would and expands %(...)s in it: an empty
+    argument (Redis's --save ""), a space, a quote or a % in a path reach the program as given."""
+    command = ["/bin/echo", "100%", "", "two words", "it's", "%(ENV_HOME)s"]
+    options = ServerOptions()
+    options.realize(args=["-c", str(supervisord_conf({"echo": command}, tmp_path))])
+    [program] = options.process_group_configs[0].process_configs
+    assert Subprocess(program).get_execv_args() == ("/bin/echo", command)
 
 
 def test_the_private_redis_answers_only_with_its_password(settings, tmp_path, monkeypatch):
@@ -140,9 +183,11 @@ def test_the_private_redis_answers_only_with_its_password(settings, tmp_path, mo
     settings.VAR_DIR = tmp_path
     settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"  # nothing answers: a private one starts
     monkeypatch.setenv("REDIS_URL", settings.REDIS_URL)  # ensure_redis sets the new one
-    child = Command().ensure_redis()
-    assert child is not None and child.process is not None
+    command = Command().ensure_redis()
+    assert command is not None
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL)  # as supervisord runs it
     try:
+        wait_for(lambda: redis_answers(os.environ["REDIS_URL"]))
         url = os.environ["REDIS_URL"]
         password = (tmp_path / "redis_password").read_text().strip()
         assert url.startswith(f"redis://:{password}@127.0.0.1:")
@@ -151,10 +196,10 @@ def test_the_private_redis_answers_only_with_its_password(settings, tmp_path, mo
         assert redis.Redis.from_url(url).ping()
         for name in ("redis_password", "redis.conf"):
             assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name
-        assert password.encode() not in Path(f"/proc/{child.process.pid}/cmdline").read_bytes()
+        assert password.encode() not in Path(f"/proc/{server.pid}/cmdline").read_bytes()
     finally:
-        kill_group(child.process, signal.SIGKILL)
-        child.process.wait()
+        server.kill()
+        server.wait()
 
 
 def test_a_killed_runportal_leaves_no_process_behind(tmp_path):
@@ -162,8 +207,12 @@ def test_a_killed_runportal_leaves_no_process_behind(tmp_path):
     they are told by the kernel, and the port, the private Redis and the database are let go."""
     portal, output, port = start_runportal(tmp_path, web_processes=2)
     try:
-        names = ("redis", "web-1", "web-2", "worker", "beat", "watcher")
-        pids = {name: int(output.wait_for(rf"{name}: started, pid (\d+)")[1]) for name in names}
+        names = ("redis", "web", "worker", "beat", "watcher")
+        pids = {
+            name: int(output.wait_for(rf"spawned: '{name}' with pid (\d+)")[1]) for name in names
+        }
+        for n in (1, 2):  # uvicorn's workers
+            pids[f"web-{n}"] = int(output.wait_for(r"Started server process \[(\d+)\]")[1])
         output.wait_for(r"celery@\S+ ready")
         login = f"http://127.0.0.1:{port}/login/"
         wait_for(lambda: answers(login))
@@ -187,16 +236,11 @@ def test_without_redis_url_a_private_redis_starts_even_beside_an_open_one(
     settings.VAR_DIR = tmp_path
     settings.REDIS_URL = redis_server.url  # what settings.py makes of an unset REDIS_URL, here
     monkeypatch.delenv("REDIS_URL", raising=False)
-    child = Command().ensure_redis()
-    assert child is not None and child.process is not None
-    try:
-        password = (tmp_path / "redis_password").read_text().strip()
-        assert os.environ["REDIS_URL"].startswith(f"redis://:{password}@127.0.0.1:")
-        assert f":{redis_server.port}/" not in os.environ["REDIS_URL"]
-        assert os.environ["REDIS_URL"] == settings.REDIS_URL  # what runportal's checks see
-    finally:
-        kill_group(child.process, signal.SIGKILL)
-        child.process.wait()
+    assert Command().ensure_redis() is not None
+    password = (tmp_path / "redis_password").read_text().strip()
+    assert os.environ["REDIS_URL"].startswith(f"redis://:{password}@127.0.0.1:")
+    assert f":{redis_server.port}/" not in os.environ["REDIS_URL"]
+    assert os.environ["REDIS_URL"] == settings.REDIS_URL  # what runportal's checks see
 
 
 def test_a_redis_url_set_and_answering_is_used(monkeypatch, redis_server):
@@ -244,8 +288,8 @@ def test_runportal_refuses_to_start_beside_a_redis_tasks_could_use(tmp_path, red
 
 
 def test_the_api_latency_in_metrics_adds_up_every_web_process(tmp_path):
-    """Two daphnes answer on one socket; a scrape, answered by either, counts the requests
-    both answered (prometheus_client's multiprocess mode, in files under var/metrics)."""
+    """Two uvicorn workers answer on one socket; a scrape, answered by either, counts the
+    requests both answered (prometheus_client's multiprocess mode, in files under var/metrics)."""
     portal, output, port = start_runportal(tmp_path, web_processes=2, USAGE_SAMPLE_SECONDS="1")
     try:
         output.wait_for(r"The portal is up")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import threading
@@ -34,7 +33,8 @@ from jobs import lifecycle
 from jobs.models import Job, Task
 from jobs.states import JobState, TaskState
 from portal.apps import stored_secret_key
-from portal.management.commands.runportal import Command, kill_group
+from portal.checks import redis_answers
+from portal.management.commands.runportal import Command
 from tests.jobs.helpers import reconcile_until, settle
 from tests.runtime.jobs import one_role
 from tests.support.images import IMAGE, image_storage
@@ -125,14 +125,19 @@ def private_redis(settings, portal_var: Path, monkeypatch: pytest.MonkeyPatch) -
     tests_redis = settings.REDIS_URL
     settings.REDIS_URL = tests_redis  # set here: what ensure_redis sets is undone after the test
     monkeypatch.delenv("REDIS_URL", raising=False)
-    child = Command().ensure_redis()
-    assert child is not None and child.process is not None
-    port = urlsplit(os.environ["REDIS_URL"]).port
+    command = Command().ensure_redis()
+    assert command is not None
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL)  # as supervisord runs it
+    url = os.environ["REDIS_URL"]
+    port = urlsplit(url).port
     assert port is not None
     settings.REDIS_URL = tests_redis  # the portal under test keeps the tests' own Redis
-    yield port
-    kill_group(child.process, signal.SIGKILL)
-    child.process.wait()
+    try:
+        wait_for(lambda: redis_answers(url))
+        yield port
+    finally:
+        server.kill()
+        server.wait()
 
 
 @pytest.fixture

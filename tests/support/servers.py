@@ -1,6 +1,6 @@
 """Real servers for the tests: a private redis-server that a test may stop and start (the
-shared one on 6379 is never touched), and the portal's ASGI app under daphne in a subprocess on
-the test database."""
+shared one on 6379 is never touched), and the portal's ASGI app under uvicorn, as ``runportal``
+serves it, in a subprocess on the test database."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from pathlib import Path
 
 import redis
 from django.conf import settings
+
+from portal.management.commands.runportal import web_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,9 +78,10 @@ def database_url() -> str:
 
 
 @contextmanager
-def daphne(log_path: Path | None = None, **env: str) -> Iterator[str]:
-    """The portal under daphne on the test database; its base URL. Its output goes to
-    ``log_path`` (else the test's own); ``env`` adds to (or overrides) the environment it gets."""
+def web_server(log_path: Path | None = None, **env: str) -> Iterator[str]:
+    """The portal's web server (one uvicorn process) on the test database; its base URL. Its
+    output goes to ``log_path`` (else the test's own); ``env`` adds to (or overrides) the
+    environment it gets."""
     port = free_port()
     full_env = {
         **os.environ,
@@ -91,15 +94,14 @@ def daphne(log_path: Path | None = None, **env: str) -> Iterator[str]:
     }
     with open(log_path, "wb") if log_path else nullcontext(None) as log:
         server = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
-            + ["portal.asgi:application"],
+            web_command("127.0.0.1", port, 1),
             env=full_env,
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT if log else None,
         )
         try:
-            wait_for_port(port, server, "daphne")
+            wait_for_port(port, server, "uvicorn")
             yield f"http://127.0.0.1:{port}"
         finally:
             server.terminate()

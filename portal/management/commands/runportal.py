@@ -1,11 +1,12 @@
 """``manage.py runportal``: the whole portal in one command on one port (what ``make run`` calls).
 
-Uses the Redis at REDIS_URL when it is set and answers, else starts a private one with a password
-on a free loopback port; runs the system checks (which refuse a Redis or database local tasks
-could use without a password), migrates, creates the first admin (printing its password), then
-runs the processes of
-``portal_processes`` until Ctrl-C or SIGTERM, which stop them all. One that dies on its own (a
-crash, the OOM killer, a ``kill``) is started again after a backoff, and the log says so.
+Does what no standard part does, then hands the processes to supervisord. Uses the Redis at
+REDIS_URL when it is set and answers, else sets up a private one with a password on a free
+loopback port; runs the system checks (which refuse a Redis or database local tasks could use
+without a password), migrates and creates the first admin (printing its password). Then
+supervisord runs ``portal_programs`` until Ctrl-C or SIGTERM, which stop them all, and starts
+again one that dies on its own (a crash, the OOM killer, a ``kill``); uvicorn, one of them,
+does the same for its worker processes.
 """
 
 from __future__ import annotations
@@ -13,15 +14,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shlex
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,48 +36,83 @@ from clusters.registry import get_backend, host_sshd_missing
 from portal.apps import stored_secret_key
 from portal.checks import redis_answers
 
-FIRST_BACKOFF_SECONDS = 1.0  # a crashed process starts again after this, doubling while it
-MAX_BACKOFF_SECONDS = 30.0  # keeps crashing (it lived less than HEALTHY_SECONDS), up to this
-HEALTHY_SECONDS = 30.0
-STOP_GRACE_SECONDS = 15.0
+STOP_GRACE_SECONDS = 15  # supervisord's SIGTERM to SIGKILL delay, per program
+# A program that dies within a second of its start is started again after 1 s, 2 s, 3 s...:
+# supervisord gives up after this many tries in a row (about half an hour), one that lived
+# longer is started again at once.
+START_RETRIES = 60
 REDIS_PASSWORD_FILE = "redis_password"  # noqa: S105 - a file name, in var/ by the secret key
-
-
-@dataclass
-class Child:
-    """One process of the portal: its name, its command, and the file descriptors it inherits
-    (the web servers' listening socket)."""
-
-    name: str
-    command: list[str]
-    pass_fds: tuple[int, ...] = ()
-    process: subprocess.Popen[bytes] | None = None
-    started_at: float = 0.0
-    backoff: float = FIRST_BACKOFF_SECONDS
-    restart_at: float = 0.0  # when ``process`` is None: when to start it again
-    quiet: bool = False  # its output is dropped (the private Redis)
-
-    def run(self) -> subprocess.Popen[bytes]:
-        # A session of its own: a crashed worker's pool processes are killed with it, and only
-        # runportal hears Ctrl-C, so that it stops the children in order.
-        self.process = subprocess.Popen(
-            self.command,
-            pass_fds=self.pass_fds,
-            start_new_session=True,
-            stdout=subprocess.DEVNULL if self.quiet else None,
-            preexec_fn=stop_with(os.getpid()) if sys.platform == "linux" else None,
-        )
-        self.started_at = time.monotonic()
-        return self.process
-
-
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
+def portal_programs(host: str, port: int, web_processes: int) -> dict[str, list[str]]:
+    """What runs besides the private Redis, in the order supervisord starts them: the web
+    server, a Celery worker, Celery beat, and the watcher that wakes the reconcile loop when a
+    task ends or a pod changes (``watchcluster``)."""
+    python = sys.executable
+    celery = [python, "-m", "celery", "-A", "portal"]
+    schedule = str(settings.VAR_DIR / "celerybeat-schedule")
+    return {
+        "web": web_command(host, port, web_processes),
+        "worker": [*celery, "worker", "-l", "info", "--concurrency", "2"],
+        "beat": [*celery, "beat", "-l", "warning", "--schedule", schedule],
+        "watcher": [python, str(settings.BASE_DIR / "manage.py"), "watchcluster"],
+    }
+
+
+def web_command(host: str, port: int, processes: int) -> list[str]:
+    """uvicorn serving HTTP and WebSockets: ``processes`` workers on the one port (Django runs
+    sync views on one thread per process, so one per core), each started again when it dies.
+    h11 parses HTTP: a request head more than 16 KiB of which is still incomplete after a read
+    gets a 400 (httptools reads a header of any length into memory). No lifespan (Channels'
+    router has none); the client address is the connection's, never an X-Forwarded-For a local
+    task could send."""
+    return [
+        *[sys.executable, "-m", "uvicorn", "portal.asgi:application"],
+        *["--host", host, "--port", str(port), "--workers", str(processes)],
+        *["--http", "h11", "--lifespan", "off", "--no-proxy-headers"],
+        *["--timeout-graceful-shutdown", "10"],
+    ]
+
+
+def supervisord_conf(programs: dict[str, list[str]], var_dir: Path) -> Path:
+    """supervisord's configuration in ``var/``: every program's output on supervisord's own,
+    each stopped with whatever it started (a Celery worker's pool processes), the last started
+    first."""
+    lines = [
+        "; Written by manage.py runportal at each start.",
+        "[supervisord]",
+        "nodaemon=true",
+        "logfile=/dev/null",  # its log goes to its standard output (nodaemon)
+        "logfile_maxbytes=0",
+        "pidfile=" + str(var_dir / "supervisord.pid").replace("%", "%%"),
+        *(["user=root"] if os.geteuid() == 0 else []),  # as it was started: said, not warned
+    ]
+    for priority, (name, command) in enumerate(programs.items(), start=1):
+        output = "NONE" if name == "redis" else "/dev/stdout"
+        lines += [
+            f"[program:{name}]",
+            "command=" + shlex.join(command).replace("%", "%%"),
+            f"priority={priority}",
+            "autorestart=true",
+            f"startretries={START_RETRIES}",
+            "stopasgroup=true",
+            "killasgroup=true",
+            f"stopwaitsecs={STOP_GRACE_SECONDS}",
+            "redirect_stderr=true",
+            f"stdout_logfile={output}",
+            "stdout_logfile_maxbytes=0",
+        ]
+    path = var_dir / "supervisord.conf"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def stop_with(parent: int) -> Callable[[], None]:
-    """What a child runs before its command: ask Linux for a SIGTERM when runportal dies, even
-    by SIGKILL (or the OOM killer), so that no server is left holding the port, the private
-    Redis or the database. Runs between fork and exec: ctypes only, nothing that locks."""
+    """What supervisord runs before its command: ask Linux for a SIGTERM when runportal dies,
+    even by SIGKILL (or the OOM killer), so that it stops the programs rather than leave a server
+    holding the port, the private Redis or the database (supervisord has no such setting).
+    Runs between fork and exec: ctypes only, nothing that locks."""
 
     def ask() -> None:
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -87,43 +122,12 @@ def stop_with(parent: int) -> Callable[[], None]:
     return ask
 
 
-def portal_processes(web_socket: socket.socket, web_processes: int) -> list[Child]:
-    """What runs besides Redis: daphne processes sharing the one listening socket (Django runs
-    sync views on one thread per process, so one per core), a Celery worker, Celery beat, and the
-    watcher that wakes the reconcile loop when a task ends or a pod changes (``watchcluster``)."""
-    python = sys.executable
-    fd = web_socket.fileno()
-    celery = [python, "-m", "celery", "-A", "portal"]
-    schedule = str(settings.VAR_DIR / "celerybeat-schedule")
-    manage = str(settings.BASE_DIR / "manage.py")
-    return [
-        *(
-            Child(f"web-{n}", daphne_command(fd), pass_fds=(fd,))
-            for n in range(1, web_processes + 1)
-        ),
-        Child("worker", [*celery, "worker", "-l", "info", "--concurrency", "2"]),
-        Child("beat", [*celery, "beat", "-l", "warning", "--schedule", schedule]),
-        Child("watcher", [python, manage, "watchcluster"]),
-    ]
-
-
-def daphne_command(fd: int) -> list[str]:
-    return [sys.executable, "-m", "daphne", "--fd", str(fd), "portal.asgi:application"]
-
-
 def metrics_files(folder: Path) -> None:
     """Where the web processes keep their API latency counts for GET /metrics (portal.metrics:
     prometheus_client's multiprocess mode), emptied at each start as its docs ask."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)  # the children inherit it
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """The web servers' one listening socket, inherited by each (``daphne --fd``)."""
-    sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else -1)
-    sock.set_inheritable(True)
-    return sock
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)  # the programs inherit it
 
 
 def web_processes() -> int:
@@ -151,49 +155,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def kill_group(process: subprocess.Popen[bytes], sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, sig)
-
-
-def supervise(children: list[Child], stop: threading.Event, say: Callable[[str], None]) -> None:
-    """Start ``children`` (those not running yet), start again any that exits, after a backoff
-    that doubles while it keeps dying young; when ``stop`` is set, stop them all."""
-    while not stop.is_set():
-        now = time.monotonic()
-        for child in children:
-            if child.process is None and now >= child.restart_at:
-                say(f"{child.name}: started, pid {child.run().pid}")
-            if child.process is None or (code := child.process.poll()) is None:
-                continue
-            kill_group(child.process, signal.SIGKILL)  # what it left behind (pool processes)
-            lived = now - child.started_at
-            if lived >= HEALTHY_SECONDS:
-                child.backoff = FIRST_BACKOFF_SECONDS
-            say(
-                f"{child.name}: pid {child.process.pid} exited with code {code} after "
-                f"{lived:.0f} s; starting it again in {child.backoff:.0f} s"
-            )
-            child.process, child.restart_at = None, now + child.backoff
-            child.backoff = min(child.backoff * 2, MAX_BACKOFF_SECONDS)
-        stop.wait(0.3)
-    stop_all(children)
-
-
-def stop_all(children: list[Child]) -> None:
-    """SIGTERM to each (the last started first), SIGKILL to those still up after the grace
-    period, and to whatever each left in its session."""
-    running = [c.process for c in reversed(children) if c.process is not None]
-    for process in running:
-        process.terminate()
-    deadline = time.monotonic() + STOP_GRACE_SECONDS
-    for process in running:
-        try:
-            process.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        kill_group(process, signal.SIGKILL)
+def append_to_output_files() -> None:
+    """Where standard output or error is a file (``make run > log``), make every process write
+    at its end: supervisord's programs each open it again (``/dev/stdout``), and a process
+    writing at an offset of its own would write over the others' lines."""
+    for fd in (1, 2):
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            appending = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_APPEND)
+            os.dup2(appending, fd)
+            os.close(appending)
 
 
 class Command(BaseCommand):
@@ -207,45 +177,56 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
 
     def handle(self, *args: Any, **options: Any) -> None:
-        children: list[Child] = []
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)  # Redis's password, SQLite, beat
         private_redis = self.ensure_redis()
-        if private_redis is not None:
-            children.append(private_redis)
-        try:
-            self.check(display_num_errors=True)
-            call_command("migrate", interactive=False, verbosity=0)
-            call_command("ensure_admin")
-        except BaseException:  # Ctrl-C, a failed check or migration: the private Redis stops too
-            stop_all(children)
-            raise
+        self.check(display_num_errors=True)
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("ensure_admin")
         host, port = options["host"], options["port"]
         os.environ["PORT"] = str(port)  # the port tasks may reach (the backend's firewall)
         processes = web_processes()
         metrics_files(settings.VAR_DIR / "metrics")
-        web_socket = listen(host, port)  # held open here for as long as the children may start
-        children += portal_processes(web_socket, processes)
-        self.stdout.write(f"web: {processes} daphne process(es) on {host}:{port}")
+        programs = {"redis": private_redis} if private_redis else {}
+        programs |= portal_programs(host, port, processes)
+        self.stdout.write(f"web: uvicorn, {processes} worker process(es) on {host}:{port}")
         backend = get_backend()
         if isinstance(backend, SupportsLimits):  # what holds for tasks here, said at once
             for line in backend.describe_limits():
                 self.stdout.write(f"limits: {line}")
         if no_sshd := host_sshd_missing(backend):
             self.stdout.write(f"ssh: {no_sshd}")
-        stop = threading.Event()
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host  # noqa: S104
         self.stdout.write(self.style.SUCCESS(f"\nThe portal is up: open http://{shown}:{port}/\n"))
-        supervise(children, stop, lambda line: self.stdout.write(line))
+        code = self.supervise(supervisord_conf(programs, settings.VAR_DIR))
         if isinstance(backend, LocalBackend):
             backend.fence()  # no table of the task firewall left when no task runs
+        if code:
+            raise CommandError(f"supervisord exited with code {code}")
         self.stdout.write("stopped.")
 
-    def ensure_redis(self) -> Child | None:
-        """None when REDIS_URL (or REDIS_URL_FILE) is set and a Redis answers there; else a
-        private redis-server with a password, started, whose URL this process (its checks) and
-        its children use from now on. Never a Redis that merely answers at the default URL:
+    def supervise(self, conf: Path) -> int:
+        """Run supervisord on ``conf`` until it ends, on this process's output; Ctrl-C and
+        SIGTERM stop it."""
+        self.stdout.flush()
+        append_to_output_files()
+        supervisord = subprocess.Popen(
+            [sys.executable, "-m", "supervisor.supervisord", "-c", str(conf)],
+            start_new_session=True,  # only runportal hears Ctrl-C, and stops it
+            preexec_fn=stop_with(os.getpid()) if sys.platform == "linux" else None,
+        )
+
+        def stop(*_: Any) -> None:
+            with contextlib.suppress(ProcessLookupError):
+                supervisord.terminate()
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        return supervisord.wait()
+
+    def ensure_redis(self) -> list[str] | None:
+        """None when REDIS_URL (or REDIS_URL_FILE) is set and a Redis answers there; else the
+        command of a private redis-server with a password, whose URL this process (its checks)
+        and the programs use from now on. Never a Redis that merely answers at the default URL:
         without a password, every job on this machine could share it (the broker, the lock)."""
         set_here = os.environ.get("REDIS_URL") or os.environ.get("REDIS_URL_FILE")
         url = settings.REDIS_URL if set_here else ""
@@ -262,20 +243,11 @@ class Command(BaseCommand):
         port = free_port()
         command = [binary, str(private_redis_config(settings.VAR_DIR)), "--bind", "127.0.0.1"]
         command += ["--port", str(port), "--save", "", "--appendonly", "no"]
-        child = Child("redis", command, quiet=True)
-        process = child.run()
         password = stored_secret_key(settings.VAR_DIR / REDIS_PASSWORD_FILE)
-        os.environ["REDIS_URL"] = f"redis://:{password}@127.0.0.1:{port}/0"  # children inherit it
+        os.environ["REDIS_URL"] = f"redis://:{password}@127.0.0.1:{port}/0"  # programs inherit it
         settings.REDIS_URL = os.environ["REDIS_URL"]
-        deadline = time.monotonic() + 10
-        while not redis_answers(os.environ["REDIS_URL"]):
-            if time.monotonic() > deadline or process.poll() is not None:
-                kill_group(process, signal.SIGKILL)
-                raise CommandError("the private Redis server did not start")
-            time.sleep(0.1)
         self.stdout.write(
-            f"redis: started, pid {process.pid}: {why}, so a private "
-            f"one serves redis://127.0.0.1:{port}/0 with the password in "
-            f"{settings.VAR_DIR / REDIS_PASSWORD_FILE} (it stops with the portal)."
+            f"redis: {why}, so a private one serves redis://127.0.0.1:{port}/0 with the "
+            f"password in {settings.VAR_DIR / REDIS_PASSWORD_FILE} (it stops with the portal)."
         )
-        return child
+        return command
