@@ -226,11 +226,15 @@ class SupportsNodes(Protocol):
 class SupportsLimits(Protocol):
     """Optional methods of a backend that enforces a task's limits itself (the local one):
     ``describe_limits`` a line each on what holds on this host (start-up output, the admin's
-    Nodes page), ``unlimited`` the limits a task would run without (the job page says so)."""
+    Nodes page), ``unlimited`` the limits a task would run without (the job page says so),
+    ``fence`` the host's enforcement brought to what the running tasks need (none when none
+    runs: called as the portal stops, so that nothing of it is left on the host)."""
 
     def describe_limits(self) -> list[str]: ...
 
     def unlimited(self) -> list[str]: ...
+
+    def fence(self) -> None: ...
 
 
 @runtime_checkable

@@ -31,7 +31,6 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from clusters.backends.base import SupportsLimits
-from clusters.backends.local import LocalBackend
 from clusters.registry import get_backend, host_sshd_missing
 from portal.apps import stored_secret_key
 from portal.checks import redis_answers
@@ -198,8 +197,8 @@ class Command(BaseCommand):
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host  # noqa: S104
         self.stdout.write(self.style.SUCCESS(f"\nThe portal is up: open http://{shown}:{port}/\n"))
         code = self.supervise(supervisord_conf(programs, settings.VAR_DIR))
-        if isinstance(backend, LocalBackend):
-            backend.fence()  # no table of the task firewall left when no task runs
+        if isinstance(backend, SupportsLimits):
+            backend.fence()  # e.g. no table of the task firewall left when no task runs
         if code:
             raise CommandError(f"supervisord exited with code {code}")
         self.stdout.write("stopped.")
