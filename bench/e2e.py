@@ -102,8 +102,15 @@ class Api:
 
     def call(self, method: str, path: str, body: str = "", kind: str = "") -> tuple[int, Any]:
         headers = {**self.headers, **({"Content-Type": kind} if kind else {})}
-        self.conn.request(method, path, body or None, headers)
-        response = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body or None, headers)
+            response = self.conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError):
+            if method != "GET":
+                raise
+            self.conn.close()  # closed by the server while idle: once more on a new one,
+            self.conn.request(method, path, None, headers)  # as urllib3 and browsers do
+            response = self.conn.getresponse()
         return response.status, json.loads(response.read() or b"null")
 
     def submit(self, name: str) -> None:

@@ -59,18 +59,22 @@ def portal_programs(host: str, port: int, web_processes: int) -> dict[str, list[
     }
 
 
+KEEP_ALIVE_SECONDS = 75  # as nginx keeps an idle client connection
+
+
 def web_command(host: str, port: int, processes: int) -> list[str]:
     """uvicorn serving HTTP and WebSockets: ``processes`` workers on the one port (Django runs
     sync views on one thread per process, so one per core), each started again when it dies.
     h11 parses HTTP: a request head more than 16 KiB of which is still incomplete after a read
     gets a 400 (httptools reads a header of any length into memory). No lifespan (Channels'
     router has none); the client address is the connection's, never an X-Forwarded-For a local
-    task could send."""
+    task could send. An idle keep-alive connection stays open ``KEEP_ALIVE_SECONDS`` (uvicorn's
+    5 s closed a script's connection between two of its calls: http.client does not retry)."""
     return [
         *[sys.executable, "-m", "uvicorn", "portal.asgi:application"],
         *["--host", host, "--port", str(port), "--workers", str(processes)],
         *["--http", "h11", "--lifespan", "off", "--no-proxy-headers"],
-        *["--timeout-graceful-shutdown", "10"],
+        *["--timeout-keep-alive", str(KEEP_ALIVE_SECONDS), "--timeout-graceful-shutdown", "10"],
     ]
 
 
