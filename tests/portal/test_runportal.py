@@ -4,6 +4,7 @@ itself (supervisord; uvicorn for its workers); SIGTERM stops them all."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import re
@@ -21,7 +22,7 @@ from supervisor.options import ServerOptions
 from supervisor.process import Subprocess
 
 from portal.checks import redis_answers
-from portal.management.commands.runportal import Command, supervisord_conf
+from portal.management.commands.runportal import Command, supervisord_conf, web_command
 from tests.support.servers import free_port
 from tests.waiting import wait_for
 
@@ -322,3 +323,11 @@ def api_count(base: str, route: str) -> float:
     ]
     assert len(counts) == 1, counts
     return counts[0]
+
+
+def test_the_images_command_serves_as_runportal_does():
+    """deploy/kubernetes/web.yaml runs the image's command: the same server and flags."""
+    text = (ROOT / "Dockerfile").read_text()
+    command = json.loads(re.search(r"^CMD (\[.*?\])$", text, re.S | re.M)[1].replace("\\\n", ""))
+    ours = web_command("0.0.0.0", 8000, 1)  # noqa: S104 - the image listens on every address
+    assert command == ["uvicorn", *ours[3:8], *ours[10:]]
