@@ -72,7 +72,10 @@ def give(free: dict[str, Resources], use: Use) -> None:
 
 
 def overdrawn(free: Resources) -> bool:
-    return free.cpu < 0 or free.memory_mb < 0 or any(n < 0 for n in free.gpus.values())
+    """True when a node holds more than it has: GPUs of no type ("", below 0 once such a task
+    is placed) count against the node's GPUs in all, as in ``fits``."""
+    typed = (n for k, n in free.gpus.items() if k != ANY_GPU)
+    return free.cpu < 0 or free.memory_mb < 0 or free.gpu_total < 0 or any(n < 0 for n in typed)
 
 
 @dataclass

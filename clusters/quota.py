@@ -410,6 +410,9 @@ def plan(
             later.append(job)  # may borrow idle capacity, after every VC's guaranteed jobs
             if queue.strict_fifo:
                 blocked = job
+    for run in running:  # the borrowers preempted above no longer count against max capacity
+        if run.id in result.preempt:
+            borrowed[run.vc] = borrowed[run.vc] - run.demand
     most_of: dict[str, Limit] = {}  # each VC's max capacity, worked out once
     answers.clear()
     for job in later:

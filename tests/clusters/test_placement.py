@@ -120,3 +120,16 @@ def test_one_node_is_checked_by_its_totals_alone():
         [Queue("a", Limit())], total(caps), [], [waiting(1, ("w", 2, gpus(2)))], nodes=caps
     )
     assert result.admit == [1]
+
+
+def test_a_task_of_gpus_of_no_type_does_not_make_its_node_look_overdrawn():
+    # n2's one V100 is held by a borrower's task asking for a GPU of any type: the node is
+    # full, not overdrawn, and a 1-CPU guaranteed job that fits n1 preempts no one for it
+    caps = nodes(Resources(1, 1000), Resources(1, 1000, {"V100": 1}))
+    any_gpu = Resources(1, 0, {"": 1})
+    borrower = Running(4, "default", any_gpu, T0, borrowing=True, placed={"n2": any_gpu})
+    job = waiting(3, ("w", 1, Resources(1)))
+    queues = [Queue("a", Limit()), Queue("default", Limit(0))]
+    result = plan(queues, total(caps), [borrower], [job], nodes=caps)
+    assert result.admit == [3]
+    assert result.preempt == {}

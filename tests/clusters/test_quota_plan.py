@@ -269,6 +269,17 @@ def test_no_more_borrowers_are_preempted_than_needed():
     assert list(result.preempt) == [8]  # taking 7 as well would free more than is missing
 
 
+def test_room_a_preempted_borrower_held_beyond_the_need_is_borrowed_in_the_same_pass():
+    # b's 4-CPU borrower is preempted for a's 2-CPU job; b's 2-CPU job borrows the other 2
+    # at once: the preempted borrower no longer counts against b's max capacity
+    cap = Limit(4, 10**6, {})
+    running = [Running(7, "b", Resources(4), at(0), borrowing=True)]
+    queues = [Queue("a", Limit(cpu=2)), Queue("b", Limit(cpu=0))]
+    result = plan(queues, cap, running, [job(1, "a", cpu=2), job(2, "b", cpu=2)])
+    assert list(result.preempt) == [7]
+    assert result.admit == [1, 2] and result.borrow == {2}
+
+
 def test_a_borrower_of_another_gpu_type_is_not_preempted():
     cap = Limit(100, 10**6, {"V100": 2, "A100": 2})
     running = [
