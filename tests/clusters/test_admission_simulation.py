@@ -567,6 +567,7 @@ def check_fairness(
 ) -> None:
     """(d)"""
     started, capacity = set(decided.admit), sim.capacity()
+    totals = (capacity.cpu or 0, capacity.memory_mb or 0, sum((capacity.gpus or {}).values()))
     for vc in {j.vc for j in queued.values()}:
         held: dict[str, Resources] = defaultdict(Resources)
         for run in before.values():
@@ -577,7 +578,9 @@ def check_fairness(
         for user in {j.user for j in mine}:
             ahead = held[user]
             for job in sorted((j for j in mine if j.user == user), key=queue_order):
-                share[job.id] = dominant_share(ahead, capacity)
+                share[job.id] = dominant_share(
+                    (ahead.cpu, ahead.memory_mb, ahead.gpu_total), totals
+                )
                 ahead = ahead + job.demand
         for x in (j for j in mine if j.id in sim.waiting):
             for y in (j for j in mine if j.id in started):
