@@ -1,5 +1,5 @@
 """Admission proved by simulation (issue 27, item 6): a Hypothesis state machine drives random
-virtual clusters, quotas, jobs, arrivals, ends and node changes through the real
+virtual clusters, quotas, jobs, arrivals, ends, cancellations and node changes through the real
 ``clusters.quota.plan`` and checks, after every pass, the rules below. Each rule has a test that
 switches it off in ``clusters.quota`` or ``clusters.placement`` and sees the machine fail.
 
@@ -304,10 +304,13 @@ class Admission(RuleBasedStateMachine):
         like = self.running[data.draw(st.sampled_from(sorted(self.running)))]
         self.submit(data, users, like.priority, [(n, per) for _, n, per in self.tasks[like.id]])
 
-    @precondition(lambda self: self.running)
+    @precondition(lambda self: self.running or self.waiting)
     @rule(data=st.data())
     def end(self, data: st.DataObject) -> None:
-        del self.running[data.draw(st.sampled_from(sorted(self.running)))]
+        """A running job ends, or a waiting one is cancelled."""
+        i = data.draw(st.sampled_from(sorted([*self.running, *self.waiting])))
+        self.running.pop(i, None)
+        self.waiting.pop(i, None)
 
     @rule(data=st.data(), change=st.sampled_from(("add", "lose", "resize")), cap=NODE)
     def change_node(self, data: st.DataObject, change: str, cap: Resources) -> None:
@@ -338,8 +341,9 @@ class Admission(RuleBasedStateMachine):
             check_reclaim(self, before, decided, after)
             if max_admit is None or len(decided.admit) < max_admit:
                 check_fairness(self, before, queued, decided)
-                check_guaranteed_service(self, before, queued, decided, after)
-                check_work_conservation(self, before, queued, decided, after)
+                owed = self.owed(before, queued, decided)
+                check_guaranteed_service(self, owed, decided, after)
+                check_work_conservation(self, owed, decided, after)
                 return
         raise AssertionError("max_admit: the jobs told 'fits; starts in the next pass' never did")
 
@@ -428,33 +432,43 @@ class Admission(RuleBasedStateMachine):
     def fits_nodes(self, job: Waiting, room: dict[str, Resources]) -> bool:
         return len(self.nodes) < 2 or place(job.tasks, room) is not None
 
-    def waits(
-        self, job: Waiting, before: dict[int, Running], queued: dict[int, Waiting], decided: Plan
-    ) -> bool:
-        """Waiting after the pass, not sent back by it, and not held back behind the head of
-        a strict-FIFO queue: a job ahead of it when the pass began that still waits or
-        borrowed in this pass."""
-        if job.id in decided.preempt:
-            return False
-        if not self.queues[job.vc].strict_fifo:
-            return True
-        for ahead in vc_order(job.vc, before, queued, self.capacity()):
-            if ahead.id == job.id:
-                return True
-            if ahead.id in self.waiting or ahead.id in decided.borrow:
-                return False
-        return True
+    def owed(
+        self, before: dict[int, Running], queued: dict[int, Waiting], decided: Plan
+    ) -> list[Waiting]:
+        """The waiting jobs (b) and (c) apply to: not sent back by the pass, and not held back
+        behind the head of a strict-FIFO queue (a job ahead of it when the pass began that
+        still waits or borrowed in this pass)."""
+        held_back: set[int] = set()
+        for name, q in self.queues.items():
+            if not q.strict_fifo:
+                continue
+            order = vc_order(name, before, queued, self.capacity())
+            for n, job in enumerate(order):
+                if job.id in self.waiting or job.id in decided.borrow:
+                    held_back.update(j.id for j in order[n + 1 :])
+                    break
+        return [
+            j
+            for j in self.waiting.values()
+            if j.id not in decided.preempt and j.id not in held_back
+        ]
 
 
 def vc_order(
     vc: str, before: dict[int, Running], queued: dict[int, Waiting], capacity: Limit
 ) -> list[Waiting]:
     """A VC's queue when the pass began (``fair_order`` as this module imported it)."""
+    mine = [j for j in queued.values() if j.vc == vc]
+    return fair_order(mine, users_held(vc, before), capacity)
+
+
+def users_held(vc: str, before: dict[int, Running]) -> dict[str, Resources]:
+    """What each user's jobs in ``vc`` held when the pass began, borrowed too."""
     held: dict[str, Resources] = defaultdict(Resources)
     for run in before.values():
         if run.vc == vc:
             held[run.user] = held[run.user] + run.demand
-    return fair_order([j for j in queued.values() if j.vc == vc], held, capacity)
+    return held
 
 
 # -- the rules checked ------------------------------------------------------------------------
@@ -514,16 +528,10 @@ def check_reclaim(sim: Admission, before: dict[int, Running], decided: Plan, aft
 
 
 def check_guaranteed_service(
-    sim: Admission,
-    before: dict[int, Running],
-    queued: dict[int, Waiting],
-    decided: Plan,
-    after: After,
+    sim: Admission, owed: list[Waiting], decided: Plan, after: After
 ) -> None:
-    """(b)"""
-    for job in sim.waiting.values():
-        if not sim.waits(job, before, queued, decided):
-            continue
+    """(b), with what runs once the pass is applied."""
+    for job in owed:
         q = sim.queues[job.vc]
         mine = charged(q.quota, after.used[job.vc], after.shared_use)
         if (
@@ -538,16 +546,10 @@ def check_guaranteed_service(
 
 
 def check_work_conservation(
-    sim: Admission,
-    before: dict[int, Running],
-    queued: dict[int, Waiting],
-    decided: Plan,
-    after: After,
+    sim: Admission, owed: list[Waiting], decided: Plan, after: After
 ) -> None:
-    """(c)"""
-    for job in sim.waiting.values():
-        if not sim.waits(job, before, queued, decided):
-            continue
+    """(c), with what runs once the pass is applied."""
+    for job in owed:
         q = sim.queues[job.vc]
         most = ceiling(after.capacity, q.max_capacity, guarantee(q.quota, after.shared))
         mine = after.used[job.vc] + after.borrowed[job.vc]
@@ -565,16 +567,13 @@ def check_work_conservation(
 def check_fairness(
     sim: Admission, before: dict[int, Running], queued: dict[int, Waiting], decided: Plan
 ) -> None:
-    """(d)"""
+    """(d), from the queue as it stood when the pass began."""
     started, capacity = set(decided.admit), sim.capacity()
     totals = (capacity.cpu or 0, capacity.memory_mb or 0, sum((capacity.gpus or {}).values()))
     for vc in {j.vc for j in queued.values()}:
-        held: dict[str, Resources] = defaultdict(Resources)
-        for run in before.values():
-            if run.vc == vc:
-                held[run.user] = held[run.user] + run.demand
+        held = users_held(vc, before)
         mine = [j for j in queued.values() if j.vc == vc]
-        share: dict[int, float] = {}
+        share: dict[int, float] = {}  # its user's dominant share with their jobs ahead of it
         for user in {j.user for j in mine}:
             ahead = held[user]
             for job in sorted((j for j in mine if j.user == user), key=queue_order):
