@@ -6,8 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from clusters.capacity import cluster_capacity
+from clusters.demand import resources_of
 from clusters.models import VirtualCluster
-from clusters.quota import Limit, guarantee, quota_of, resources_of, unguaranteed
+from clusters.quota import Limit, guarantee, quota_of, unguaranteed
 from clusters.resources import Resources, gpu_label
 from jobs.models import Job
 from jobs.states import JobState

@@ -22,8 +22,8 @@ from django.db import connection
 from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Coalesce, Now
 
+from clusters.demand import PRIORITY_CLASSES
 from clusters.models import VirtualCluster
-from clusters.quota import PRIORITY_CLASSES
 from jobs.models import Job
 from jobs.states import JobState
 

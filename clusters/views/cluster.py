@@ -24,9 +24,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from clusters.capacity import total
+from clusters.demand import demand_of
 from clusters.models import Node, VirtualCluster
 from clusters.overview import overview
-from clusters.quota import demand_of
 from clusters.resources import ANY_GPU, Resources
 from clusters.usage import charts
 from jobs.models import Job, Task

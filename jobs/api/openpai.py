@@ -20,7 +20,7 @@ from jobs.exitspec import openpai_exit, spec_retry_cause
 from jobs.models import Job, JobAttempt, Task
 from jobs.states import FINAL_JOB_STATES, JobState, TaskState
 
-# The names of HiveD's job priority classes (clusters.quota.PRIORITY_CLASSES), by priority.
+# The names of HiveD's job priority classes (clusters.demand.PRIORITY_CLASSES), by priority.
 PRIORITY_NAMES = {1000: "crit", 100: "prod", 10: "test", 0: "default", -1: "oppo"}
 TASK_UID_NAMESPACE = uuid.UUID("5b0f4a36-0c0e-4e52-9a50-3f5de0c0a3a1")
 

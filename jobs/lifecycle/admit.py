@@ -24,6 +24,7 @@ from django.db.models.functions import Cast
 
 from clusters import capacity
 from clusters.backends.base import Backend
+from clusters.demand import demand_json, demand_of, options_of, resources_of, shapes_of, tasks_of
 from clusters.models import DEFAULT_VIRTUAL_CLUSTER, DefaultVirtualCluster, VirtualCluster
 from clusters.placement import TaskShape, Use, place, shortfall_by_node
 from clusters.quota import (
@@ -33,16 +34,10 @@ from clusters.quota import (
     Running,
     Waiting,
     ceiling,
-    demand_json,
-    demand_of,
     guarantee,
     never_fits,
-    options_of,
     plan,
     quota_of,
-    resources_of,
-    shapes_of,
-    tasks_of,
 )
 from clusters.resources import Resources
 from jobs import wakeup

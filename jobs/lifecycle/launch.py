@@ -20,7 +20,7 @@ from clusters.backends.base import (
     TaskLaunch,
     TaskShape,
 )
-from clusters.quota import gpu_type_of
+from clusters.demand import gpu_type_of
 from jobs import news
 from jobs.access import is_admin
 from jobs.lifecycle.finish import finish_job

@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 
 def fill_admission_fields(apps, schema_editor):
-    from clusters.quota import demand_of, options_of
+    from clusters.demand import demand_of, options_of
 
     Job = apps.get_model("jobs", "Job")
     for job in Job.objects.filter(state__in=["WAITING", "RUNNING", "STOPPING"]).iterator():

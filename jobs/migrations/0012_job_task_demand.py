@@ -1,8 +1,8 @@
-"""Live jobs store their demand task by task (clusters.quota.demand_json), for placement on nodes."""
+"""Live jobs store their demand task by task (clusters.demand.demand_json), for placement on nodes."""
 
 from django.db import migrations
 
-from clusters.quota import demand_json
+from clusters.demand import demand_json
 
 
 def fill_tasks(apps, schema_editor):

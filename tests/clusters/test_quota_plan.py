@@ -7,17 +7,8 @@ from datetime import datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusters.quota import (
-    Limit,
-    Queue,
-    Running,
-    Waiting,
-    demand_of,
-    exceeds,
-    never_fits,
-    options_of,
-    plan,
-)
+from clusters.demand import demand_of, options_of
+from clusters.quota import Limit, Queue, Running, Waiting, exceeds, never_fits, plan
 from clusters.resources import Resources
 
 T0 = datetime(2024, 1, 1)
