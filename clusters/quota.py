@@ -31,6 +31,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ from clusters.placement import (
     shortfall_by_node,
     take,
 )
-from clusters.resources import ANY_GPU, Resources, gpu_label
+from clusters.resources import ANY_GPU, Resources, gpu_label, sum_of
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,16 @@ class Waiting:
     user: str = ""  # whose job: fairness among a VC's users
     tasks: tuple[TaskShape, ...] = ()  # by role; none known: one task of the whole demand
 
+    @functools.cached_property
+    def shape(self) -> tuple[Any, ...]:
+        """What admission's answers for the job depend on besides its VC: its demand and tasks
+        (worked out once: a process keeps its waiting jobs between passes)."""
+        demand = self.demand
+        tasks = tuple(
+            (role, n, per.cpu, per.memory_mb, *per.gpus.items()) for role, n, per in self.tasks
+        )
+        return (demand.cpu, demand.memory_mb, *demand.gpus.items(), tasks)
+
 
 @dataclass(frozen=True)
 class Running:
@@ -233,15 +244,6 @@ class Plan:
     waiting: dict[int, tuple[str, int]] = field(default_factory=dict)  # id -> (reason, position)
 
 
-def shape_key(job: Waiting) -> tuple[Any, ...]:
-    """What admission's answers for a job depend on besides its VC: its demand and tasks."""
-    demand = job.demand
-    tasks = tuple(
-        (role, n, per.cpu, per.memory_mb, *per.gpus.items()) for role, n, per in job.tasks
-    )
-    return (demand.cpu, demand.memory_mb, *demand.gpus.items(), tasks)
-
-
 def queue_order(job: Waiting) -> tuple[int, datetime, int]:
     """A user's own jobs: priority (high first), then submission time."""
     return (-job.priority, job.created_at, job.id)
@@ -288,25 +290,33 @@ def plan(
     by_name = {q.name: q for q in queues}
     shared = unguaranteed((q.quota for q in by_name.values()), capacity)
     result = Plan()
-    used: dict[str, Resources] = defaultdict(Resources)
-    borrowed: dict[str, Resources] = defaultdict(Resources)  # per VC, by its borrowers
-    shared_use = Resources()  # what guaranteed jobs hold of the shared rest
-    total = Resources()  # everything running or admitted
-    held = Resources()  # what guaranteed jobs hold: all but the borrowers, who can be preempted
+    # Sums over the running jobs, each added up once per group (thousands run at scale).
+    own: dict[str, list[Resources]] = defaultdict(list)
+    lent: dict[str, list[Resources]] = defaultdict(list)
+    users: dict[tuple[str, str], list[Resources]] = defaultdict(list)
     borrowers: list[Running] = []
-    users_held: dict[str, dict[str, Resources]] = defaultdict(dict)  # VC -> user -> running
     for run in running:
-        total = total + run.demand
-        by_user = users_held[run.vc]
-        by_user[run.user] = by_user.get(run.user, Resources()) + run.demand
+        users[run.vc, run.user].append(run.demand)
         if run.borrowing:
             borrowers.append(run)
-            borrowed[run.vc] = borrowed[run.vc] + run.demand
+            lent[run.vc].append(run.demand)
         else:
-            used[run.vc] = used[run.vc] + run.demand
-            quota = by_name[run.vc].quota if run.vc in by_name else Limit()
-            shared_use = shared_use + shared_part(quota, run.demand)
-            held = held + run.demand
+            own[run.vc].append(run.demand)
+    used: dict[str, Resources] = defaultdict(Resources, {vc: sum_of(d) for vc, d in own.items()})
+    # per VC, by its borrowers
+    borrowed: dict[str, Resources] = defaultdict(
+        Resources, {vc: sum_of(d) for vc, d in lent.items()}
+    )
+    users_held: dict[str, dict[str, Resources]] = defaultdict(dict)  # VC -> user -> running
+    for (vc, user), demands in users.items():
+        users_held[vc][user] = sum_of(demands)
+    # what guaranteed jobs hold of the shared rest
+    shared_use = sum_of(
+        shared_part(by_name[vc].quota if vc in by_name else Limit(), use)
+        for vc, use in used.items()
+    )
+    held = sum_of(used.values())  # what guaranteed jobs hold: not the borrowers (preemptible)
+    total = held + sum_of(borrowed.values())  # everything running or admitted
     borrowers.sort(key=preemption_order)
     queued: dict[str, list[Waiting]] = defaultdict(list)
     for w in waiting:
@@ -328,7 +338,7 @@ def plan(
             if blocked is not None:
                 notes[job.id] = f"behind {blocked.label or f'job {blocked.id}'} (strict FIFO)"
                 continue
-            key = (name, *shape_key(job))
+            key = (name, job.shape)
             if key not in answers:
                 answers[key] = shortfall(
                     job.demand, own, charged(queue.quota, used[name], shared_use)
@@ -339,9 +349,16 @@ def plan(
                 continue
             use: Use = {}
             if short is None and rooms is not None:
-                found = place(shapes(job), rooms.free) or place(shapes(job), rooms.unheld)
+                # Where a shape found no node, the next job of that shape finds none either
+                # until an admission moves the rooms (each try reads every node).
+                unplaced = ("no node", job.shape)
+                found = None
+                if unplaced not in answers:
+                    found = place(shapes(job), rooms.free) or place(shapes(job), rooms.unheld)
                 if found is None:  # not even were every borrower gone: fragmentation
-                    notes[job.id] = str(shortfall_by_node(shapes(job), rooms.unheld))
+                    if unplaced not in answers:
+                        answers[unplaced] = str(shortfall_by_node(shapes(job), rooms.unheld))
+                    notes[job.id] = answers[unplaced]
                     blocked = job if queue.strict_fifo else None
                     continue
                 use = found
@@ -370,16 +387,19 @@ def plan(
         queue = queue_of[job.vc]
         if job.vc not in most_of:
             most_of[job.vc] = ceiling(capacity, queue.max_capacity, guarantee(queue.quota, shared))
-        key = (job.vc, *shape_key(job))
+        key = (job.vc, job.shape)
         if key not in answers:
             answers[key] = shortfall(job.demand, capacity, total) is None and (
                 shortfall(job.demand, most_of[job.vc], used[job.vc] + borrowed[job.vc]) is None
             )
         if answers[key]:
             if rooms is not None:
-                found = place(shapes(job), rooms.free)
+                unplaced = ("no idle node", job.shape)
+                found = None if unplaced in answers else place(shapes(job), rooms.free)
                 if found is None:
-                    notes[job.id] = str(shortfall_by_node(shapes(job), rooms.free))
+                    if unplaced not in answers:
+                        answers[unplaced] = str(shortfall_by_node(shapes(job), rooms.free))
+                    notes[job.id] = answers[unplaced]
                     continue
                 take(rooms.free, found)
                 rooms.where[job.id] = found
@@ -407,7 +427,7 @@ def plan(
             )
             note = notes.get(job.id)
             if note is None:
-                key = (name, *shape_key(job))
+                key = (name, job.shape)
                 if key not in answers:
                     answers[key] = lack(job, guaranteed, counted, capacity, (held, total), mine)
                 note = answers[key]
@@ -522,13 +542,27 @@ def shapes(job: Waiting) -> tuple[TaskShape, ...]:
 def rooms_of(nodes: dict[str, Resources], running: list[Running]) -> Rooms:
     """The nodes' free room once every running job is counted where its tasks are: where the
     backend placed them, else where they would go (best fit, after all known placements)."""
-    rooms = Rooms(dict(nodes), dict(nodes), {})
+    on_node: dict[str, list[Resources]] = defaultdict(list)  # what running tasks hold there
+    held_on: dict[str, list[Resources]] = defaultdict(list)  # of it, by guaranteed jobs
+    where: dict[int, Use] = {}
     for job in running:
-        take(rooms.free, job.placed)
+        for node, part in job.placed.items():
+            on_node[node].append(part)
+            if not job.borrowing:
+                held_on[node].append(part)
         if job.borrowing:
-            rooms.where[job.id] = dict(job.placed)
-        else:
-            take(rooms.unheld, job.placed)
+            where[job.id] = dict(job.placed)
+    rooms = Rooms(
+        {
+            node: cap - sum_of(on_node[node]) if node in on_node else cap
+            for node, cap in nodes.items()
+        },
+        {
+            node: cap - sum_of(held_on[node]) if node in held_on else cap
+            for node, cap in nodes.items()
+        },
+        where,
+    )
     for job in running:
         use = place(job.unplaced, rooms.free) if job.unplaced else None
         if not use:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 ANY_GPU = ""  # GPUs without a type may use any type
@@ -20,13 +21,26 @@ class Resources:
         return Resources(self.cpu + other.cpu, self.memory_mb + other.memory_mb, gpus)
 
     def __sub__(self, other: Resources) -> Resources:
-        return self + Resources(
-            -other.cpu, -other.memory_mb, {k: -v for k, v in other.gpus.items()}
-        )
+        gpus = dict(self.gpus)
+        for kind, count in other.gpus.items():
+            gpus[kind] = gpus.get(kind, 0) - count
+        return Resources(self.cpu - other.cpu, self.memory_mb - other.memory_mb, gpus)
 
     @property
     def gpu_total(self) -> int:
         return sum(self.gpus.values())
+
+
+def sum_of(items: Iterable[Resources]) -> Resources:
+    """The sum of ``items``, added up in place (one object, not one per addition)."""
+    cpu = memory = 0
+    gpus: dict[str, int] = {}
+    for r in items:
+        cpu += r.cpu
+        memory += r.memory_mb
+        for kind, count in r.gpus.items():
+            gpus[kind] = gpus.get(kind, 0) + count
+    return Resources(cpu, memory, gpus)
 
 
 def gpu_label(kind: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from clusters import quota
 from clusters.placement import place
 from clusters.quota import Limit, Queue, Running, Waiting, plan
 from clusters.resources import Resources
@@ -133,3 +134,24 @@ def test_a_task_of_gpus_of_no_type_does_not_make_its_node_look_overdrawn():
     result = plan(queues, total(caps), [borrower], [job], nodes=caps)
     assert result.admit == [3]
     assert result.preempt == {}
+
+
+def test_a_shape_that_fits_no_node_is_placed_once_per_pass(monkeypatch):
+    """Thousands of waiting jobs of one shape on a fragmented cluster: each try reads every node,
+    so what one job of a shape was told holds for the next until an admission moves the rooms
+    (a pass at 10,000 jobs on 1,000 nodes took 9 s before)."""
+    caps = nodes(*[gpus(2, 8) for _ in range(10)])
+    jobs = [waiting(i, ("worker", 1, gpus(4))) for i in range(50)]
+    jobs += [waiting(100 + i, ("worker", 1, gpus(4)), vc="b") for i in range(50)]
+    tries = []
+
+    def counted(tasks, free):
+        tries.append(1)
+        return place(tasks, free)
+
+    monkeypatch.setattr(quota, "place", counted)
+    queues = [Queue("a", Limit()), Queue("b", Limit(gpus={}))]  # b: every GPU borrowed
+    result = plan(queues, total(caps), [], jobs, nodes=caps)
+    assert result.admit == []
+    assert len(tries) <= 3  # once on the free rooms and once without the borrowers; once to borrow
+    assert result.waiting[149][0].startswith("waiting for a node with 4 GPU (V100) free")
