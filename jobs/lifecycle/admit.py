@@ -3,49 +3,41 @@ load in a constant number of queries, plan, apply (start, preempt, tell waiting 
 they stand).
 
 The decisions are made by :func:`clusters.quota.plan`; this module only reads and writes.
-Reads: virtual clusters, nodes, running jobs, waiting jobs (four queries, whatever the number
-of jobs). Writes: one statement for every waiting job's reason and position, plus the work of
-starting each admitted job and stopping each preempted one (bounded by ``MAX_ADMIT``).
+Reads: what ``jobs.lifecycle.book`` keeps, a constant number of queries whatever the number
+of jobs, and a pass with nothing moved since one that changed nothing plans nothing. Writes:
+one statement for every waiting job's reason and position, plus the work of starting each
+admitted job and stopping each preempted one (bounded by ``MAX_ADMIT``).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import BooleanField, ExpressionWrapper, Q, TextField
-from django.db.models.functions import Cast
+from django.db.models import Q
 
 from clusters import capacity
 from clusters.backends.base import Backend
-from clusters.demand import demand_json, demand_of, options_of, resources_of, shapes_of, tasks_of
+from clusters.demand import demand_json, demand_of, options_of, tasks_of
 from clusters.models import DEFAULT_VIRTUAL_CLUSTER, DefaultVirtualCluster, VirtualCluster
-from clusters.placement import TaskShape, Use, place, shortfall_by_node
+from clusters.placement import place, shortfall_by_node
 from clusters.quota import (
-    Limit,
     Plan,
-    Queue,
-    Running,
-    Waiting,
     ceiling,
     guarantee,
     never_fits,
     plan,
     quota_of,
 )
-from clusters.resources import Resources
 from jobs import wakeup
+from jobs.lifecycle.book import BOOK
 from jobs.lifecycle.launch import start_waiting
 from jobs.lifecycle.preempt import preempt
 from jobs.lifecycle.report import PassReport
-from jobs.models import Job, Task
-from jobs.states import LIVE_TASK_STATES, JobState
+from jobs.models import Job
+from jobs.states import JobState
 
 log = logging.getLogger(__name__)
 MAX_ADMIT = 100  # jobs started per pass; the rest are told they start in the next pass
@@ -149,133 +141,13 @@ def admit(backend: Backend, report: PassReport, full: bool = True) -> None:
         wakeup.request_pass_later(STANDING_EVERY_SECONDS)
 
 
-FIELDS = ("id", "virtual_cluster__name", "resources_text", "created_at", "priority", "owner_id")
-# Read as text and decoded with orjson, and "has it started" instead of the time itself: a pass
-# reads every waiting job, and Django's JSON and datetime converters were a third of it.
-READ_AS = {
-    "resources_text": Cast("resources", TextField()),
-    "preempted": ExpressionWrapper(Q(started_at__isnull=False), output_field=BooleanField()),
-}
-
-
-@dataclass
-class Loaded:
-    """Everything a pass decides on, and each waiting job's current (reason, position)."""
-
-    queues: list[Queue]
-    capacity: Limit
-    nodes: dict[str, Resources]
-    running: list[Running]
-    waiting: list[Waiting]
-    standing: dict[int, tuple[str, int | None]]
-
-
-def load(backend: Backend | None) -> Loaded:
-    """Read a pass's inputs: five queries (four with one node), whatever the number of jobs."""
-    queues = [
-        Queue(vc.name, quota_of(vc), vc.strict_fifo, vc.max_capacity)
-        for vc in VirtualCluster.objects.all()
-    ]
-    nodes = capacity.node_capacities(backend)
-    rows = list(
-        Job.objects.filter(state__in=[JobState.RUNNING, JobState.STOPPING])
-        .annotate(**READ_AS)
-        .values(*FIELDS, "borrowing")
-    )
-    shapes = {row["id"]: parsed(row["resources_text"])[1] for row in rows} if len(nodes) > 1 else {}
-    placed, unplaced = task_places(shapes, nodes)
-    running = [
-        Running(
-            row["id"],
-            row["virtual_cluster__name"],
-            parsed(row["resources_text"])[0],
-            row["created_at"],
-            row["priority"],
-            row["borrowing"],
-            user=str(row["owner_id"]),
-            placed=placed.get(row["id"], {}),
-            unplaced=unplaced.get(row["id"], ()),
-        )
-        for row in rows
-    ]
-    rows = (
-        Job.objects.filter(state=JobState.WAITING)
-        .annotate(**READ_AS)
-        .values(
-            *FIELDS,
-            "opportunistic",
-            "preempted",
-            "owner__username",
-            "name",
-            "reason",
-            "queue_position",
-        )
-    )
-    waiting, standing = [], {}
-    for row in rows:
-        demand, tasks = parsed(row["resources_text"])
-        waiting.append(
-            Waiting(
-                row["id"],
-                row["virtual_cluster__name"],
-                demand,
-                row["created_at"],
-                row["priority"],
-                row["opportunistic"],
-                preempted=row["preempted"],
-                label=f"{row['owner__username']}~{row['name']}",
-                user=str(row["owner_id"]),
-                tasks=tasks,
-            )
-        )
-        standing[row["id"]] = (row["reason"], row["queue_position"])
-    return Loaded(queues, capacity.summed(nodes), nodes, running, waiting, standing)
-
-
-@functools.lru_cache(maxsize=1024)
-def parsed(text: str) -> tuple[Resources, tuple[TaskShape, ...]]:
-    """A job's stored demand, read once per distinct text: thousands of waiting jobs come in a
-    few shapes, and decoding each one was a fifth of a pass at 10,000 (the same objects are
-    shared by the jobs of one shape; they are frozen)."""
-    data = orjson.loads(text)
-    return resources_of(data), shapes_of(data)
-
-
-def task_places(
-    shapes_by_job: dict[int, tuple[TaskShape, ...]], nodes: dict[str, Resources]
-) -> tuple[dict[int, Use], dict[int, tuple[TaskShape, ...]]]:
-    """Where the live tasks of the running jobs ``shapes_by_job`` are: per job, what they hold
-    on each of ``nodes`` the backend placed them on, and the ones on none of them yet (a pending
-    pod, a node not cached); one query, none without jobs."""
-    placed: dict[int, Use] = defaultdict(dict)
-    pending: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    if not shapes_by_job:
-        return {}, {}
-    per_role = {
-        job: {role: per for role, _, per in shapes} for job, shapes in shapes_by_job.items()
-    }
-    tasks = Task.objects.filter(
-        attempt__job__state__in=[JobState.RUNNING, JobState.STOPPING], state__in=LIVE_TASK_STATES
-    )
-    for job_id, role, node in tasks.values_list("attempt__job_id", "role", "node"):
-        if job_id not in per_role:
-            continue  # started after the running jobs were read: the next pass counts it
-        per = per_role[job_id].get(role, Resources())
-        if node in nodes:
-            placed[job_id][node] = placed[job_id].get(node, Resources()) + per
-        else:
-            pending[job_id][role] += 1
-    unplaced = {
-        job: tuple((role, n, per_role[job].get(role, Resources())) for role, n in roles.items())
-        for job, roles in pending.items()
-    }
-    return placed, unplaced
-
-
 def plan_and_apply(backend: Backend, report: PassReport, standing: bool = True) -> Plan:
     """Plan one pass and apply it: preempt, start, and (with ``standing``) tell every waiting
     job where it stands."""
-    loaded = load(backend)
+    BOOK.refresh(backend)
+    if BOOK.settled:
+        return Plan()  # nothing moved since a pass that changed nothing and told every job
+    loaded = BOOK.loaded()
     waiting, was = loaded.waiting, loaded.standing
     decided = plan(
         loaded.queues,
@@ -299,11 +171,11 @@ def plan_and_apply(backend: Backend, report: PassReport, standing: bool = True) 
             )
             report.admitted += len(started)
             report.touched_jobs.update(job.id for job in started)
-        if not standing:
-            return decided
-        changed = {i: s for i, s in decided.waiting.items() if was.get(i) != s}
-        Job.objects.set_standing(changed)
-        # Their pages show the new reason and position: one message per queue that moved.
-        vc_of = {job.id: job.vc for job in waiting}
-        report.touched_queues.update(vc_of[i] for i in changed if i in vc_of)
+        if standing:
+            changed = {i: s for i, s in decided.waiting.items() if was.get(i) != s}
+            Job.objects.set_standing(changed)
+            # Their pages show the new reason and position: one message per queue that moved.
+            vc_of = {job.id: job.vc for job in waiting}
+            report.touched_queues.update(vc_of[i] for i in changed if i in vc_of)
+    BOOK.settled = standing and not decided.admit and not decided.preempt  # once committed
     return decided

@@ -1,0 +1,105 @@
+"""The admission book (``jobs.lifecycle.book``): what a process keeps between passes agrees with
+a fresh read after every kind of move, a pass reads in full only the jobs that moved, and a
+pass with nothing moved since one that changed nothing plans nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from clusters.models import Node
+from jobs import lifecycle
+from jobs.lifecycle import admit
+from jobs.lifecycle.admit import plan_and_apply
+from jobs.lifecycle.book import BOOK, Book
+from jobs.lifecycle.passes import run_pass
+from jobs.lifecycle.report import PassReport
+from jobs.models import Job
+from jobs.states import JobState
+from tests.clusters.helpers import cluster, job_text, vc
+from tests.jobs.helpers import reconcile_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def agrees_with_a_fresh_read() -> None:
+    """``BOOK``, brought up to date, holds what a book made now reads."""
+    BOOK.refresh(None)
+    fresh = Book()
+    fresh.refresh(None)
+    kept, read = BOOK.loaded(), fresh.loaded()
+    assert sorted(kept.waiting, key=lambda w: w.id) == sorted(read.waiting, key=lambda w: w.id)
+    assert sorted(kept.running, key=lambda r: r.id) == sorted(read.running, key=lambda r: r.id)
+    assert kept.standing == read.standing
+
+
+def test_the_book_agrees_with_a_fresh_read_after_every_kind_of_move(alice, backend):
+    cluster(cpu=2)
+    vc("research", alice, cpu=1)
+    first = lifecycle.submit(alice, job_text("first"))
+    second = lifecycle.submit(alice, job_text("second"))
+    run_pass(backend)  # both run; the second borrows what research guarantees
+    second.refresh_from_db()
+    assert second.borrowing
+    agrees_with_a_fresh_read()
+    assert BOOK.running[second.id].borrowing
+
+    ours = lifecycle.submit(alice, job_text("ours"), virtual_cluster="research")
+    agrees_with_a_fresh_read()  # a new job: read in full
+    assert set(BOOK.waiting) == {ours.id}
+    run_pass(backend)  # research reclaims: the borrower goes back to the queue
+    second.refresh_from_db()
+    assert second.state == JobState.WAITING
+    agrees_with_a_fresh_read()
+    assert BOOK.waiting[second.id].preempted and second.id in BOOK.read_in_full
+
+    Job.objects.filter(id=ours.id).update(retries=1)  # a retry: a new attempt, other nodes
+    agrees_with_a_fresh_read()
+    assert BOOK.read_in_full == {ours.id}
+
+    lifecycle.stop(first, alice)  # RUNNING -> STOPPING, then gone once it stopped
+    agrees_with_a_fresh_read()
+    reconcile_until(backend, lambda: first.id not in BOOK.running and first.id not in BOOK.marks)
+    agrees_with_a_fresh_read()
+
+
+def test_a_pass_reads_in_full_only_the_jobs_that_moved(alice):
+    cluster(cpu=8)
+    vc("research", alice, cpu=1, max_capacity=0)
+    jobs = [
+        lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research") for i in range(5)
+    ]
+    BOOK.refresh(None)
+    assert {j.id for j in jobs} <= BOOK.read_in_full
+    BOOK.refresh(None)
+    assert BOOK.read_in_full == set()  # nothing moved
+    lifecycle.stop(jobs[0], alice)  # a waiting job stops at once: it leaves the book
+    late = lifecycle.submit(alice, job_text("late"), virtual_cluster="research")
+    assert BOOK.refresh(None)
+    assert BOOK.read_in_full == {late.id}
+    assert set(BOOK.waiting) == {j.id for j in jobs[1:]} | {late.id}
+
+
+def test_a_pass_with_nothing_moved_plans_nothing(alice, backend, monkeypatch):
+    cluster(cpu=8)
+    vc("research", alice, cpu=1, max_capacity=0)
+    for i in range(3):  # one runs, two wait for research's one CPU
+        lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research")
+    plans = []
+    real = admit.plan
+
+    def counted(*args, **kwargs):
+        plans.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(admit, "plan", counted)
+    plan_and_apply(backend, PassReport())  # starts one
+    plan_and_apply(backend, PassReport())  # the job it started moved: planned again
+    assert len(plans) == 2
+    plan_and_apply(backend, PassReport())
+    plan_and_apply(backend, PassReport(), standing=False)
+    assert len(plans) == 2  # nothing moved since a pass that changed nothing
+    Node.objects.update(cpu=16)  # the cluster grew: a decision input moved
+    plan_and_apply(backend, PassReport(), standing=False)
+    assert len(plans) == 3
+    plan_and_apply(backend, PassReport())  # the last pass told no job where it stands
+    assert len(plans) == 4
