@@ -32,6 +32,6 @@ RUN DATABASE_URL=sqlite:////tmp/build.sqlite3 SECRET_KEY=build python manage.py 
 EXPOSE 8000
 # The web server alone, as runportal's web_command runs it (deploy/kubernetes/web.yaml runs
 # this; docker-compose.yml runs the whole portal with manage.py runportal).
-CMD ["uvicorn", "portal.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
+CMD ["python", "-m", "portal.serve", "portal.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
      "--http", "h11", "--lifespan", "off", "--no-proxy-headers", \
      "--timeout-keep-alive", "75", "--timeout-graceful-shutdown", "10"]

@@ -125,7 +125,7 @@ def is_server_on(proc: Path, base: str) -> bool:
         command = (proc / "cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"uvicorn" in command and base.rsplit(":", 1)[1].encode() in command
+    return b"portal.serve" in command and base.rsplit(":", 1)[1].encode() in command
 
 
 @given(

@@ -9,6 +9,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,9 +19,11 @@ from pathlib import Path
 import pytest
 import redis
 import requests
+import uvicorn
 from supervisor.options import ServerOptions
 from supervisor.process import Subprocess
 
+from portal import serve
 from portal.checks import redis_answers
 from portal.management.commands.runportal import Command, supervisord_conf, web_command
 from tests.support.servers import free_port
@@ -330,4 +333,19 @@ def test_the_images_command_serves_as_runportal_does():
     text = (ROOT / "Dockerfile").read_text()
     command = json.loads(re.search(r"^CMD (\[.*?\])$", text, re.S | re.M)[1].replace("\\\n", ""))
     ours = web_command("0.0.0.0", 8000, 1)  # noqa: S104 - the image listens on every address
-    assert command == ["uvicorn", *ours[3:8], *ours[10:]]
+    assert command == ["python", *ours[1:8], *ours[10:]]
+
+
+def test_the_web_processes_accept_connections_with_nagle_off():
+    """``uvicorn --workers N`` binds the socket its workers accept on; without TCP_NODELAY on
+    it (uvicorn issue #3149), each request on a kept-alive connection after the first waited
+    ~40 ms for the client's delayed ACK. ``portal.serve`` sets it, and Linux copies it to each
+    accepted socket."""
+    assert web_command("127.0.0.1", 8000, 2)[1:3] == ["-m", "portal.serve"]
+    config = uvicorn.Config("portal.asgi:application", host="127.0.0.1", port=0)
+    with serve.bind_socket(config) as listener:  # what uvicorn --workers binds
+        listener.listen()
+        with socket.create_connection(listener.getsockname()):
+            accepted, _ = listener.accept()
+            with accepted:
+                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1

@@ -69,9 +69,10 @@ def web_command(host: str, port: int, processes: int) -> list[str]:
     gets a 400 (httptools reads a header of any length into memory). No lifespan (Channels'
     router has none); the client address is the connection's, never an X-Forwarded-For a local
     task could send. An idle keep-alive connection stays open ``KEEP_ALIVE_SECONDS`` (uvicorn's
-    5 s closed a script's connection between two of its calls: http.client does not retry)."""
+    5 s closed a script's connection between two of its calls: http.client does not retry).
+    ``portal.serve`` is uvicorn's command line with TCP_NODELAY on each connection."""
     return [
-        *[sys.executable, "-m", "uvicorn", "portal.asgi:application"],
+        *[sys.executable, "-m", "portal.serve", "portal.asgi:application"],
         *["--host", host, "--port", str(port), "--workers", str(processes)],
         *["--http", "h11", "--lifespan", "off", "--no-proxy-headers"],
         *["--timeout-keep-alive", str(KEEP_ALIVE_SECONDS), "--timeout-graceful-shutdown", "10"],
