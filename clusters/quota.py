@@ -462,7 +462,10 @@ def lack(
     if queue.max_capacity < 100 and shortfall(job.demand, most, mine or used):
         return f"{text}, and '{queue.name}' may hold at most {queue.max_capacity:g}% of the cluster"
     room = shortfall(job.demand, capacity, total)
-    return text + (f", {room.free} idle to borrow" if room else ", idle to borrow next pass")
+    if room is None:
+        return f"{text}, idle to borrow next pass"
+    idle = f"{room.free}" if room.what == short.what else f"{room.free} {room.what}"
+    return f"{text}, {idle} idle to borrow"
 
 
 def preemption_order(job: Running) -> tuple[int, float, int]:

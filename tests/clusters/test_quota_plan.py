@@ -174,6 +174,17 @@ def test_gpus_of_any_type_wait_for_free_gpus_of_every_type_together():
     )
 
 
+def test_what_is_idle_to_borrow_names_its_resource_when_another_is_short():
+    cap = Limit(8, 10**6, {"V100": 2})
+    running = [Running(9, "b", Resources(1, 0, {"V100": 2}), at(0))]
+    queues = [Queue("a", Limit(cpu=1, gpus={})), Queue("b", Limit(cpu=1, gpus={"V100": 2}))]
+    result = plan(queues, cap, running, [job(1, "a", cpu=2, gpus={"V100": 1})])
+    # a lacks a CPU of its guarantee; what the cluster has none of idle is a GPU
+    assert result.waiting[1][0] == (
+        "waiting for 2 CPU in 'a': 1 free, 0 GPU (V100) idle to borrow, no job ahead"
+    )
+
+
 def test_a_job_short_of_cluster_capacity_holds_back_a_strict_fifo_queue():
     cap = Limit(4, 10**6, {})
     running = [Running(9, "other", Resources(3), at(0))]
