@@ -61,9 +61,8 @@ PACKAGES = (
 )
 BUILD_TIMEOUT = 1200  # seconds; ~50 s measured here (build.log, beside the image, says)
 BOOT_ALLOWANCE = 240  # seconds beyond the job's own limit: boot, services, power-off
-# Seconds for the job to start (about 40 s under TCG here). A boot that hangs (it happened
-# once in CI, the console stopping in the middle of the kernel's start) is retried once
-# rather than left to time out the whole run.
+# Seconds for the job to start (about 40 s under TCG here). A boot that hangs (seen under
+# TCG) is retried once rather than left to time out the whole run.
 BOOT_LIMIT = 180
 STARTED = b"portal-vm: job started"
 MEMORY_MB = 3072
