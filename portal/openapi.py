@@ -11,6 +11,10 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
 
+def nullable_int() -> serializers.IntegerField:
+    return serializers.IntegerField(allow_null=True)
+
+
 class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     target_class = "portal.accounts.authentication.BearerTokenAuthentication"
     name = "bearerAuth"

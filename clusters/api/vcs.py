@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clusters.api.serializers import QuotaSerializer, VirtualClusterSerializer
 from clusters.capacity import cluster_capacity
 from clusters.models import Node, VirtualCluster
 from clusters.overview import VCView, overview
@@ -24,7 +25,6 @@ from clusters.quota import Limit, quota_of
 from clusters.resources import Resources
 from clusters.usage import CHART_HOURS, SAMPLE_SECONDS, points
 from clusters.vc_changes import delete, delete_problem, quota_problems
-from jobs.api.serializers import QuotaSerializer, VirtualClusterSerializer
 from portal.accounts.permissions import APPLICATIONS_NOT_ALLOWED, is_application
 from portal.openapi import ERRORS, MessageSerializer
 

@@ -1,13 +1,13 @@
 from django.urls import path
 
-from clusters.api import (
+from clusters.api.storages import KubernetesNodesView, StoragesView, StorageView
+from clusters.api.vcs import (
     SkuTypesView,
     VirtualClusterStatusView,
     VirtualClustersView,
     VirtualClusterUsageView,
     VirtualClusterView,
 )
-from clusters.storage_api import KubernetesNodesView, StoragesView, StorageView
 
 urlpatterns = [
     path("virtual-clusters", VirtualClustersView.as_view(), name="api-virtual-clusters"),
