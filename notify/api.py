@@ -18,7 +18,7 @@ from jobs.protocol.notify_extras import MAX_WAITING_MINUTES
 from notify import options
 from notify.models import EVENTS
 from notify.probe import send_probe
-from portal.accounts.users_api import PERSON_WRITES, forbidden, is_admin, no_user
+from portal.accounts.api.users import PERSON_WRITES, forbidden, is_admin, no_user
 from portal.openapi import ERRORS, MessageSerializer
 
 User = get_user_model()

@@ -14,7 +14,7 @@ from django.contrib.auth.models import Group, User
 from clusters.models import Storage
 from jobs.exitspec import explain
 from jobs.models import Job, Task
-from portal.accounts import users_api
+from portal.accounts.api import users as users_api
 from portal.accounts.models import ApiToken
 from tests.api.helpers import job_with_tasks
 from tests.api.schema_runner import run_schema

@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.accounts.users_api import PERSON_WRITES, error, forbidden, is_admin, no_user
+from portal.accounts.api.users import PERSON_WRITES, error, forbidden, is_admin, no_user
 from portal.openapi import ERRORS, MessageSerializer
 
 User = get_user_model()

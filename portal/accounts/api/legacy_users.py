@@ -13,8 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.accounts.groups_api import UserGroupListView, UserGroupView
-from portal.accounts.users_api import (
+from portal.accounts.api.groups import UserGroupListView, UserGroupView
+from portal.accounts.api.users import (
     PERSON_WRITES,
     User,
     UsersView,

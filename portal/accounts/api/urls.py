@@ -1,14 +1,23 @@
 from django.urls import path
 
 import portal.openapi  # noqa: F401  (registers the bearer scheme with drf-spectacular)
-from portal.accounts.groups_api import (
+from portal.accounts.api.auth import (
+    ApplicationTokenView,
+    AuthnInfoView,
+    InfoView,
+    LoginView,
+    LogoutView,
+    TokensView,
+    TokenView,
+)
+from portal.accounts.api.groups import (
     GroupsView,
     GroupUsersView,
     GroupView,
     UserGroupListView,
     UserGroupView,
 )
-from portal.accounts.legacy_users_api import (
+from portal.accounts.api.legacy_users import (
     LegacyAdminView,
     LegacyEmailView,
     LegacyPasswordView,
@@ -18,10 +27,25 @@ from portal.accounts.legacy_users_api import (
     LegacyUserView,
     LegacyVirtualClusterView,
 )
-from portal.accounts.users_api import MeView, UsersView, UserView
+from portal.accounts.api.users import MeView, UsersView, UserView
+from portal.accounts.oidc_views import api_oidc_login, api_oidc_logout
+
+# Signing in and out, under /api/v1/ too (v1_urls).
+auth_urlpatterns = [
+    path("authn/basic/login", LoginView.as_view()),
+    path("authn/basic/logout", LogoutView.as_view()),
+    path("authn/info", AuthnInfoView.as_view()),
+    path("authn/oidc/login", api_oidc_login),
+    path("authn/oidc/logout", api_oidc_logout),
+]
 
 GROUP = "<str:group>"
 urlpatterns = [
+    *auth_urlpatterns,
+    path("info", InfoView.as_view()),
+    path("tokens", TokensView.as_view()),
+    path("tokens/application", ApplicationTokenView.as_view()),
+    path("tokens/<str:token>", TokenView.as_view()),
     path("users", UsersView.as_view(), name="api-users"),
     path("users/me", MeView.as_view(), name="api-user-me"),
     path("users/<username:username>", UserView.as_view(), name="api-user"),
