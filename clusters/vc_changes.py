@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 
 from django.db import transaction
+from django.db.models import ProtectedError
 
 from clusters.models import DEFAULT_VIRTUAL_CLUSTER, VirtualCluster
 from clusters.overview import over_capacity
 from clusters.quota import Limit
-from jobs.models import Job
-from jobs.states import LIVE_JOB_STATES
 
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -23,18 +22,16 @@ def quota_problems(name: str, quota: Limit, pk: int | None = None) -> list[str]:
     return over_capacity(pk, quota)
 
 
-def delete_problem(vc: VirtualCluster) -> str | None:
+def delete(vc: VirtualCluster) -> str | None:
+    """Delete ``vc``; None, or why it may not be. What becomes of its jobs is the jobs' own
+    rule (``Job.virtual_cluster``'s on_delete: refused while one is live, finished ones move
+    to ``default``)."""
     if vc.name == DEFAULT_VIRTUAL_CLUSTER:
         return "the default virtual cluster cannot be deleted"
-    live = Job.objects.filter(virtual_cluster=vc, state__in=LIVE_JOB_STATES).count()
-    if live:
+    try:
+        with transaction.atomic():
+            vc.delete()
+    except ProtectedError as refused:  # by the jobs still live in it
+        live = len(refused.protected_objects)
         return f"virtual cluster '{vc.name}' has {live} live jobs; stop them or wait first"
     return None
-
-
-def delete(vc: VirtualCluster) -> None:
-    """Delete ``vc``; its finished jobs move to ``default`` so their history stays."""
-    with transaction.atomic():
-        default = VirtualCluster.objects.named(DEFAULT_VIRTUAL_CLUSTER)
-        Job.objects.filter(virtual_cluster=vc).update(virtual_cluster=default)
-        vc.delete()

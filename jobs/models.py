@@ -5,11 +5,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, models
+from django.db.models import ProtectedError, QuerySet
+from django.db.models.deletion import Collector
 from django.utils import timezone
 
-from clusters.models import VirtualCluster
+from clusters.models import DEFAULT_VIRTUAL_CLUSTER, VirtualCluster
 from jobs.model_fields import OrderedJSONField
-from jobs.states import FINAL_JOB_STATES, JobState, TaskState
+from jobs.states import FINAL_JOB_STATES, LIVE_JOB_STATES, JobState, TaskState
 
 
 def elapsed(start: datetime | None, end: datetime | None) -> timedelta | None:
@@ -50,13 +52,35 @@ class JobManager(models.Manager["Job"]):
             )
 
 
+def keep_finished_jobs(
+    collector: Collector, field: models.Field[Any, Any], sub_objs: QuerySet[Job], using: str
+) -> None:
+    """What deleting a virtual cluster does to its jobs (``Job.virtual_cluster``'s on_delete):
+    refused while one of them is live (``ProtectedError``, whose ``protected_objects`` are the
+    live jobs); its finished jobs move to ``default``, so that their history stays. Here, so
+    that clusters need not know jobs."""
+    live = list(sub_objs.filter(state__in=LIVE_JOB_STATES).only("id"))
+    if live:  # Django's collector says which; ``protected_objects`` are these jobs
+        raise ProtectedError("live jobs", live)
+    if not sub_objs.exists():
+        return
+    deleted = collector.data.get(VirtualCluster, set())
+    if any(vc.name == DEFAULT_VIRTUAL_CLUSTER for vc in deleted):
+        raise ProtectedError("the default's finished jobs have nowhere to go", list(sub_objs))
+    default = VirtualCluster.objects.named(DEFAULT_VIRTUAL_CLUSTER)
+    collector.add_field_update(field, default, sub_objs)
+
+
+keep_finished_jobs.lazy_sub_objs = True  # type: ignore[attr-defined]  # called without reading them
+
+
 class Job(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs"
     )
     name = models.CharField(max_length=255)
     virtual_cluster = models.ForeignKey(
-        VirtualCluster, on_delete=models.PROTECT, related_name="jobs"
+        VirtualCluster, on_delete=keep_finished_jobs, related_name="jobs"
     )
     # The text as submitted (it may hold secrets in clear: never shown; pages use `protocol`).
     submitted_text = models.TextField()

@@ -24,7 +24,7 @@ from clusters.overview import VCView, overview
 from clusters.quota import Limit, quota_of
 from clusters.resources import Resources
 from clusters.usage import CHART_HOURS, SAMPLE_SECONDS, points
-from clusters.vc_changes import delete, delete_problem, quota_problems
+from clusters.vc_changes import delete, quota_problems
 from portal.accounts.permissions import APPLICATIONS_NOT_ALLOWED, is_application
 from portal.openapi import ERRORS, MessageSerializer
 
@@ -229,10 +229,9 @@ class VirtualClusterView(APIView):
         vc = VirtualCluster.objects.filter(name=name).first()
         if vc is None:
             return error("NoVirtualClusterError", f"no virtual cluster named {name!r}", 404)
-        problem = delete_problem(vc)
+        problem = delete(vc)
         if problem:
             return error("ConflictVirtualClusterError", problem, 409)
-        delete(vc)
         return Response({"message": f"virtual cluster {name} deleted"})
 
 

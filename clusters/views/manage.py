@@ -61,11 +61,10 @@ def vc_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
 @require_POST
 def vc_delete(request: HttpRequest, name: str) -> HttpResponse:
     vc = get_object_or_404(VirtualCluster, name=name)
-    problem = vc_changes.delete_problem(vc)
+    problem = vc_changes.delete(vc)
     if problem:
         messages.error(request, problem)
     else:
-        vc_changes.delete(vc)
         messages.success(request, f"virtual cluster {name} deleted")
     return redirect("clusters:manage-list")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.db.models import ProtectedError
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -122,6 +123,15 @@ def test_a_virtual_cluster_with_live_jobs_cannot_be_deleted(admin, alice):
     assert response.status_code == 409 and "1 live jobs" in response.json()["message"]
     lifecycle.stop(job, admin)
     assert client.delete("/api/v2/virtual-clusters/research").status_code == 200
+    job.refresh_from_db()
+    assert job.virtual_cluster.name == "default"
+
+
+def test_the_default_holding_finished_jobs_is_not_deleted_even_through_the_orm(admin, alice):
+    job = lifecycle.submit(alice, job_text("j"))
+    lifecycle.stop(job, admin)  # a waiting job stops at once: finished
+    with pytest.raises(ProtectedError):
+        VirtualCluster.objects.filter(name="default").delete()
     job.refresh_from_db()
     assert job.virtual_cluster.name == "default"
 
