@@ -22,10 +22,10 @@ from jobs.api.negotiation import ViewChoosesType
 from jobs.api.serializers import VirtualClusterSerializer
 from jobs.api.task_views import JobSshView
 from jobs.api.views import JobDetailView, JobsView
-from jobs.protocol import dump_yaml, mask_secrets
 from portal.accounts.api import LoginView
 from portal.accounts.users_api import UserView
 from portal.openapi import ERRORS
+from protocol import dump_yaml, mask_secrets
 
 
 class V1TokenView(LoginView):
