@@ -18,6 +18,8 @@ COPY pyproject.toml constraints.txt README.md ./
 COPY portal portal
 COPY jobs jobs
 COPY clusters clusters
+COPY protocol protocol
+COPY backends backends
 # A build secret "ca" (a CA bundle: a proxy that re-signs HTTPS) reaches pip and npm for this
 # step only: secrets are in no layer of the image.
 RUN --mount=type=secret,id=ca \

@@ -31,9 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from clusters.backends.base import Placement, TaskLaunch, TaskPhase  # noqa: E402
-from clusters.backends.local import LocalBackend, gpus  # noqa: E402
-from clusters.backends.local.sandbox import SYSTEM_PATH, SandboxConfig  # noqa: E402
+from backends.base import Placement, TaskLaunch, TaskPhase  # noqa: E402
+from backends.local import LocalBackend, gpus  # noqa: E402
+from backends.local.sandbox import SYSTEM_PATH, SandboxConfig  # noqa: E402
 
 # Counts the CUDA devices this process may use and names each (argv[1]: libcuda's path).
 CUDA_COUNT = r"""

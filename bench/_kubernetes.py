@@ -62,10 +62,10 @@ def populate_running(
     from django.contrib.auth.models import User
     from django.utils import timezone
 
-    from clusters.backends.kubernetes import manifests as m
+    from backends.kubernetes import manifests as m
     from clusters.models import VirtualCluster
     from jobs.models import Job, JobAttempt, Task
-    from jobs.protocol import load_job
+    from protocol import load_job
 
     user, _ = User.objects.get_or_create(username=owner)
     vc, _ = VirtualCluster.objects.get_or_create(name="default")

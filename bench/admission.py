@@ -45,7 +45,7 @@ class PlacingBackend:
     name = "bench"
 
     def place(self, attempt_key: str, shapes: list) -> list:
-        from clusters.backends.base import Placement
+        from backends.base import Placement
 
         return [Placement("10.0.0.1", {}) for _ in shapes]
 

@@ -48,7 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from clusters.backends.local import disk  # noqa: E402 - the tasks' file systems, unmounted
+from backends.local import disk  # noqa: E402 - the tasks' file systems, unmounted
 
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DATABASE = os.environ.get("BENCH_DB", "bench_e2e")  # another name for runs side by side

@@ -177,10 +177,10 @@ def main() -> None:
     setup_django(DATABASE)
     from kubernetes import client
 
+    from backends.kubernetes.api import api_client_for
+    from backends.kubernetes.backend import KubernetesBackend
+    from backends.kubernetes.manifests import K8sOptions
     from clusters import registry
-    from clusters.backends.kubernetes.api import api_client_for
-    from clusters.backends.kubernetes.backend import KubernetesBackend
-    from clusters.backends.kubernetes.manifests import K8sOptions
     from tests.support.fake_apiserver import serve
 
     pages = PageListener()

@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jobs.protocol import load_job, mask_secrets, render_role  # noqa: E402
+from protocol import load_job, mask_secrets, render_role  # noqa: E402
 
 EXAMPLE = (ROOT / "tests/protocol/examples/000_tensorflow_cifar10.yaml").read_text()
 ROUNDS = 10

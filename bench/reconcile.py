@@ -88,8 +88,8 @@ def main() -> None:
 
     from kubernetes import client
 
-    from clusters.backends.kubernetes.api import api_client_for
-    from clusters.backends.kubernetes.backend import KubernetesBackend
+    from backends.kubernetes.api import api_client_for
+    from backends.kubernetes.backend import KubernetesBackend
     from jobs.models import Job
     from tests.support.fake_apiserver import serve
 

@@ -27,14 +27,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from clusters.backends.base import Placement, TaskLaunch  # noqa: E402
-from clusters.backends.local import LocalBackend, launch, sandbox  # noqa: E402, I001
-from clusters.backends.local.firewall import (  # noqa: E402
+from backends.base import Placement, TaskLaunch  # noqa: E402
+from backends.local import LocalBackend, launch, sandbox  # noqa: E402, I001
+from backends.local.firewall import (  # noqa: E402
     FirewallConfig,
     TaskFirewall,
     unavailable_reason,
 )
-from clusters.backends.local.sandbox import SandboxConfig  # noqa: E402
+from backends.local.sandbox import SandboxConfig  # noqa: E402
 from tests.support.images import IMAGE, build_busybox_image  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "20"))

@@ -8,8 +8,8 @@ from typing import Any
 
 from django.db import transaction
 
+from backends.base import Backend, Capacity
 from clusters import registry
-from clusters.backends.base import Backend, Capacity
 from clusters.models import Node
 from clusters.quota import Limit
 from clusters.resources import Resources

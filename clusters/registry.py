@@ -8,9 +8,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-from clusters.backends.base import Backend
-from clusters.backends.local.firewall import FirewallConfig
-from clusters.backends.local.sandbox import SandboxConfig
+from backends.base import Backend
+from backends.local.firewall import FirewallConfig
+from backends.local.sandbox import SandboxConfig
 
 
 @cache
@@ -18,7 +18,7 @@ def get_backend() -> Backend:
     # Each backend is imported only when chosen (here and in ``kubernetes_backend``), not to
     # dodge a cycle: a local portal never loads the Kubernetes client, a heavy import.
     if settings.CLUSTER_BACKEND == "local":
-        from clusters.backends.local import LocalBackend
+        from backends.local import LocalBackend
 
         return LocalBackend(
             settings.LOCAL_TASK_ROOT,
@@ -58,7 +58,7 @@ def local_sandbox() -> SandboxConfig:
 
 
 def local_firewall() -> FirewallConfig:
-    """What of this host the local tasks reach (clusters/backends/local/firewall.py): their
+    """What of this host the local tasks reach (backends/local/firewall.py): their
     jobs' ports, the portal's public port (PORT) and LOCAL_TASK_OPEN_PORTS, DNS; nothing in
     LOCAL_TASK_CLOSED_NETWORKS."""
     return FirewallConfig(
@@ -71,9 +71,9 @@ def local_firewall() -> FirewallConfig:
 
 
 def kubernetes_backend() -> Backend:
-    from clusters.backends.kubernetes.api import RetryPolicy, make_api_client
-    from clusters.backends.kubernetes.backend import KubernetesBackend
-    from clusters.backends.kubernetes.manifests import K8sOptions
+    from backends.kubernetes.api import RetryPolicy, make_api_client
+    from backends.kubernetes.backend import KubernetesBackend
+    from backends.kubernetes.manifests import K8sOptions
 
     options = K8sOptions(
         namespace=settings.K8S_NAMESPACE,

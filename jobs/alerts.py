@@ -12,7 +12,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.utils import timezone
 
-from clusters.backends.base import Backend, BackendUnavailable
+from backends.base import Backend, BackendUnavailable
 from clusters.models import Node
 from jobs.access import is_admin
 from jobs.models import Job, Task

@@ -85,7 +85,7 @@ class Job(models.Model):
     # The text as submitted (it may hold secrets in clear: never shown; pages use `protocol`).
     submitted_text = models.TextField()
     source_format = models.CharField(max_length=8, default="v2")
-    # The canonical v2 form (jobs.protocol); secrets are masked whenever it is shown.
+    # The canonical v2 form (the protocol package); secrets are masked whenever it is shown.
     protocol = OrderedJSONField()
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.WAITING)
     reason = models.TextField(blank=True)

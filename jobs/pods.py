@@ -8,7 +8,7 @@ from typing import Any
 
 from django.conf import settings
 
-from clusters.backends.base import Backend, Observation, TaskPhase
+from backends.base import Backend, Observation, TaskPhase
 from jobs.models import Task
 from jobs.states import LIVE_TASK_STATES
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from django.conf import settings
 
-from clusters.backends.base import Backend
-from clusters.backends.local.sandbox import task_user_name
+from backends.base import Backend
+from backends.local.sandbox import task_user_name
 from clusters.registry import get_backend, local_sandbox, tasks_use_host_programs
 from jobs import plugins
 from jobs.models import Job, Task

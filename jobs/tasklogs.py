@@ -12,10 +12,10 @@ from asgiref.sync import sync_to_async
 from django.http import StreamingHttpResponse
 
 from clusters.registry import get_backend
-from jobs.protocol import secret_masker
+from protocol import secret_masker
 
 if TYPE_CHECKING:
-    from clusters.backends.base import Backend
+    from backends.base import Backend
     from jobs.models import Job
 
 MAX_TAIL_BYTES = 16 * 1024 * 1024

@@ -33,7 +33,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from clusters.backends.base import TerminalSession
+from backends.base import TerminalSession
 from clusters.registry import get_backend
 from jobs.access import visible_jobs
 from jobs.models import Task

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from clusters.backends.base import Backend, SupportsUsage
+from backends.base import Backend, SupportsUsage
 from jobs.models import Job, JobAttempt, Task, TaskUsage
 from jobs.states import TaskState
 

@@ -1,5 +1,5 @@
 """Who is told of what, by which channel: the owner's settings, which the job's
-``extras.notify`` may override for that job (``jobs.protocol.notify_extras``)."""
+``extras.notify`` may override for that job (``protocol.notify_extras``)."""
 
 from __future__ import annotations
 

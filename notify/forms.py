@@ -8,10 +8,10 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
-from jobs.protocol.notify_extras import MAX_WAITING_MINUTES
 from notify import options
 from notify.choose import settings_of
 from notify.models import DEFAULT_EVENTS
+from protocol.notify_extras import MAX_WAITING_MINUTES
 
 LABELS = {
     "succeeded": "a job succeeded",

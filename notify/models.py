@@ -9,7 +9,7 @@ from django.db import models
 from django.utils import timezone
 
 from jobs.models import Job
-from jobs.protocol.notify_extras import JOB_EVENTS
+from protocol.notify_extras import JOB_EVENTS
 
 # What an admin may also be told of: the portal's own alerts (GET /api/v2/alerts).
 PORTAL_ALERT = "alert"

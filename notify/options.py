@@ -9,10 +9,10 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
-from jobs.protocol.notify_extras import JOB_EVENTS
 from notify import addresses
 from notify.choose import settings_of
 from notify.models import DEFAULT_EVENTS, EVENTS, PORTAL_ALERT, AlertSettings, Notification
+from protocol.notify_extras import JOB_EVENTS
 
 RECENT = 20  # deliveries shown
 

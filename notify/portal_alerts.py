@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from clusters.backends.base import Backend
+from backends.base import Backend
 from jobs.alerts import cluster_alerts, memory_kills
 from jobs.models import Job
 from notify import outbox

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from clusters.backends.base import Backend
+from backends.base import Backend
 from notify import outbox
 from notify.delivery import stale_after
 from notify.job_alerts import long_waits

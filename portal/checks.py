@@ -15,7 +15,7 @@ import redis
 from django.conf import settings
 from django.core.checks import Error, register
 
-from clusters.backends.local import firewall
+from backends.local import firewall
 from clusters.registry import local_firewall
 
 # The backends clusters/registry.py builds.

@@ -4,7 +4,7 @@ PostgreSQL refuses a NUL character in text, and a lone surrogate (JSON's ``"\\ud
 be encoded at all: either one, in any filter, form field, path part or JSON value, used to end
 as a 500 wherever it reached the database or a response. This middleware checks the path's
 parts, the query string and the forms of pages; the API's bodies are checked by its parsers
-(``portal.parsers``), a job's own text by the protocol (``jobs.protocol.characters``), with
+(``portal.parsers``), a job's own text by the protocol (``protocol.characters``), with
 the job's paths in the message.
 """
 

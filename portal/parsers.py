@@ -15,8 +15,8 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import DataAndFiles, FormParser, JSONParser, MultiPartParser
 
-from jobs.protocol.characters import check_characters, unstorable, unstorable_value
-from jobs.protocol.errors import Issues
+from protocol.characters import check_characters, unstorable, unstorable_value
+from protocol.errors import Issues
 
 MAX_JSON_DEPTH = 32  # our deepest field (a job's JSON) nests far less
 MAX_DIGITS = sys.get_int_max_str_digits() or 4300

@@ -268,7 +268,7 @@ LOCAL_STOP_GRACE_SECONDS = env_float("LOCAL_STOP_GRACE_SECONDS", 10.0)
 LOCAL_TASK_LOG_MAX_BYTES = env_int("LOCAL_TASK_LOG_MAX_BYTES", 1024**3, minimum=1)
 # How long the work dirs (and logs) of finished attempts stay on the local backend.
 LOCAL_KEEP_FINISHED_HOURS = env_int("LOCAL_KEEP_FINISHED_HOURS", 7 * 24, minimum=0)
-# Every local task runs in a bubblewrap sandbox (clusters/backends/local/sandbox.py). Off only
+# Every local task runs in a bubblewrap sandbox (backends/local/sandbox.py). Off only
 # for development, explicitly: LOCAL_SANDBOX=False runs every task as the portal's own user with
 # the whole machine in view. As root, portal user N's tasks run as uid LOCAL_TASK_UID_BASE + N.
 LOCAL_SANDBOX = env_bool("LOCAL_SANDBOX", True)
@@ -285,7 +285,7 @@ LOCAL_REQUIRE_LIMITS = env_bool("LOCAL_REQUIRE_LIMITS", True)
 # The port the portal serves HTTP on (runportal's --port sets it for its processes; compose's
 # 8000): local tasks reach it, as any browser would.
 PORT = env_int("PORT", 8000, minimum=1)
-# The network of local tasks (clusters/backends/local/firewall.py). "auto": as root with nft, an
+# The network of local tasks (backends/local/firewall.py). "auto": as root with nft, an
 # nftables table keeps them from every port of this host but their jobs', PORT,
 # LOCAL_TASK_OPEN_PORTS and DNS; "on": no task starts where it cannot be set; "off": tasks reach
 # all of this host's ports. LOCAL_FIREWALL_TABLE: the nftables table (family inet) it keeps.
@@ -453,7 +453,7 @@ LOGGING = {
     "loggers": {"django.channels.server": {"level": "WARNING"}},
 }
 
-# The Kubernetes backend (CLUSTER_BACKEND=kubernetes; clusters/backends/kubernetes/).
+# The Kubernetes backend (CLUSTER_BACKEND=kubernetes; backends/kubernetes/).
 K8S_IN_CLUSTER = env_bool("K8S_IN_CLUSTER", False)  # else a kubeconfig
 K8S_KUBECONFIG = env_str("K8S_KUBECONFIG", "")  # "" = $KUBECONFIG or ~/.kube/config
 K8S_CONTEXT = env_str("K8S_CONTEXT", "")  # "" = the kubeconfig's current context

@@ -14,8 +14,8 @@ import redis
 from django.contrib.auth.models import User
 from django.test import Client
 
+from backends.local import LocalBackend, disk
 from clusters import registry
-from clusters.backends.local import LocalBackend, disk
 from jobs.wakeup import LAST_RUN_KEY
 
 TEST_SLOT = int(os.environ.get("TEST_SLOT", "0"))

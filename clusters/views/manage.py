@@ -17,8 +17,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from backends.base import SupportsLimits
 from clusters import vc_changes
-from clusters.backends.base import SupportsLimits
 from clusters.capacity import total
 from clusters.forms import NewUserForm, UserAccessForm, VirtualClusterForm
 from clusters.models import DefaultVirtualCluster, Node, VirtualCluster

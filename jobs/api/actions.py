@@ -21,8 +21,8 @@ from jobs.api.negotiation import ViewChoosesType
 from jobs.api.openpai import api_base_url, epoch_ms, job_detail
 from jobs.api.serializers import HealthSerializer, JobAttemptSerializer, JobEventsSerializer
 from jobs.models import Job, JobAttempt
-from jobs.protocol import dump_yaml, mask_secrets
 from portal.openapi import ERRORS, ErrorSerializer, MessageSerializer
+from protocol import dump_yaml, mask_secrets
 
 
 class JobConfigView(APIView):

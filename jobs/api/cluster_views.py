@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from clusters.backends.base import BackendUnavailable
+from backends.base import BackendUnavailable
 from clusters.registry import get_backend
 from jobs.access import is_admin
 from jobs.alerts import alerts_for

@@ -17,8 +17,8 @@ from jobs.api.actions import ExecutionTypeView
 from jobs.api.negotiation import ViewChoosesType
 from jobs.api.task_views import JobSshView
 from jobs.api.views import JobDetailView, JobsView
-from jobs.protocol import dump_yaml, mask_secrets
 from portal.openapi import ERRORS
+from protocol import dump_yaml, mask_secrets
 
 
 @extend_schema_view(get=extend_schema(operation_id="v1_user_jobs_list"))

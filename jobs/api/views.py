@@ -23,8 +23,8 @@ from jobs.api.serializers import (
     SubmittedSerializer,
 )
 from jobs.models import JobAttempt
-from jobs.protocol import json_schema
 from portal.openapi import ERRORS, ErrorSerializer
+from protocol import json_schema
 
 LIST_PARAMETERS = {
     "username": "users, comma-separated",

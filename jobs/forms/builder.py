@@ -13,7 +13,7 @@ from typing import Any
 
 from django.http import QueryDict
 
-from jobs.protocol import dump_yaml
+from protocol import dump_yaml
 
 PLUGINS = "com.microsoft.pai.runtimeplugin"
 ROLE_FIELD = re.compile(r"^role-(\d+)-([a-z_]+)$")

@@ -15,8 +15,8 @@ from typing import Any
 
 from django.conf import settings
 
-from jobs.protocol import SECRET_MASK, ProtocolError, load_job, mask_secrets
-from jobs.protocol.secrets import MIN_SECRET_CHARS
+from protocol import SECRET_MASK, ProtocolError, load_job, mask_secrets
+from protocol.secrets import MIN_SECRET_CHARS
 
 QUOTED_MASK = f"'{SECRET_MASK}'"  # a bare ****** would be a YAML alias
 

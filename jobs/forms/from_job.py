@@ -16,8 +16,8 @@ from django.conf import settings
 from django.http import QueryDict
 
 from jobs.forms.builder import PLUGINS, build_yaml
-from jobs.protocol import ProtocolError, load_job
-from jobs.protocol.references import as_text
+from protocol import ProtocolError, load_job
+from protocol.references import as_text
 
 SSH_PLUGIN = [{"plugin": "ssh", "parameters": {"jobssh": True}}]
 ROLE_ONLY_IN_TEXT = ("data", "output", "script", "prerequisites")

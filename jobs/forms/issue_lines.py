@@ -6,7 +6,7 @@ import re
 
 import yaml
 
-from jobs.protocol import ProtocolIssue
+from protocol import ProtocolIssue
 
 PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 SYNTAX_LINE = re.compile(r"\bline (\d+)\b")

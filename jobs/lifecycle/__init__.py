@@ -15,8 +15,8 @@
 
 Each step is a compare-and-swap update (``filter(id=..., state=old).update(...)``): when it
 changes no row, someone else got there first and the step does nothing. Views, the API,
-consumers and Celery tasks call in here; this package calls down into ``jobs.protocol`` and
-``clusters.backends`` (see the import-linter contracts in pyproject.toml).
+consumers and Celery tasks call in here; this package calls down into ``protocol`` and
+``backends`` (see the import-linter contracts in pyproject.toml).
 
 Only what most callers use is named here (``lifecycle.submit``, ``lifecycle.stop``); the rest
 is imported from its module.

@@ -18,8 +18,8 @@ from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Q
 
+from backends.base import Backend
 from clusters import capacity
-from clusters.backends.base import Backend
 from clusters.demand import demand_json, demand_of, options_of, tasks_of
 from clusters.models import DEFAULT_VIRTUAL_CLUSTER, DefaultVirtualCluster, VirtualCluster
 from clusters.placement import place, shortfall_by_node

@@ -27,8 +27,8 @@ import orjson
 from django.db.models import BooleanField, ExpressionWrapper, Q, TextField
 from django.db.models.functions import Cast
 
+from backends.base import Backend
 from clusters import capacity
-from clusters.backends.base import Backend
 from clusters.demand import resources_of, shapes_of
 from clusters.models import VirtualCluster
 from clusters.placement import TaskShape, Use

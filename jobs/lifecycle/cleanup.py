@@ -10,7 +10,7 @@ from django.core.cache import cache
 from django.db.models import Q
 from django.utils import timezone
 
-from clusters.backends.base import Backend, SupportsCleanup
+from backends.base import Backend, SupportsCleanup
 from jobs import usage
 from jobs.models import JobAttempt, Task
 from jobs.states import LIVE_TASK_STATES, JobState

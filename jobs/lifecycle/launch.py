@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from clusters.backends.base import (
+from backends.base import (
     Backend,
     BackendUnavailable,
     Placement,
@@ -27,11 +27,11 @@ from jobs.lifecycle.finish import finish_job
 from jobs.lifecycle.report import PassReport
 from jobs.models import Job, JobAttempt, JobEvent, Task
 from jobs.plugins import uses_ssh
-from jobs.protocol import render_registry_auth, secret_masker
 from jobs.runtime import JobContext, bootstrap_script, task_environment, task_files
 from jobs.runtime.context import context_for
 from jobs.runtime.env import container_id
 from jobs.states import JobState, TaskState
+from protocol import render_registry_auth, secret_masker
 
 log = logging.getLogger(__name__)
 AttemptRows = tuple[JobAttempt, list[Task]]

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.utils import timezone
 
-from clusters.backends.base import Backend, Observation, TaskPhase
+from backends.base import Backend, Observation, TaskPhase
 from jobs.lifecycle.report import PassReport
 from jobs.models import JobEvent, Task
 from jobs.runtime.observe import exit_changes, mask_quoted, maskers_of

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection
 
-from clusters.backends.base import Backend, BackendUnavailable
+from backends.base import Backend, BackendUnavailable
 from jobs import news, wakeup
 from jobs.lifecycle.admit import admit
 from jobs.lifecycle.cleanup import cleanup

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.db.models import F
 
-from clusters.backends.base import Backend
+from backends.base import Backend
 from jobs.exitspec import spec_retry_cause
 from jobs.lifecycle.events import record
 from jobs.lifecycle.launch import start_attempt

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection
 
-from clusters.backends.base import Backend
+from backends.base import Backend
 from jobs.lifecycle.completion import TaskView, decide
 from jobs.lifecycle.finish import finish_attempt, finish_job
 from jobs.lifecycle.observe import TaskRow, task_rows

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from clusters.backends.base import Backend
+from backends.base import Backend
 from jobs import news, wakeup
 from jobs.lifecycle.events import record
 from jobs.lifecycle.finish import finish_attempt, finish_job

@@ -15,7 +15,7 @@ from jobs.lifecycle.admit import job_fields, submit_check
 from jobs.lifecycle.events import record
 from jobs.models import Job
 from jobs.plugins import storage
-from jobs.protocol import SECRET_MASK, LoadedJob, ProtocolError, load_job, masks_left
+from protocol import SECRET_MASK, LoadedJob, ProtocolError, load_job, masks_left
 
 
 def submit(

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from clusters.backends.base import StorageMount
+from backends.base import StorageMount
 from clusters.models import Storage
 from jobs.errors import SubmitError
 from jobs.plugins import storage_names

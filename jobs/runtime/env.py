@@ -43,8 +43,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusters.backends.base import Placement, StorageMount
-from jobs.protocol.jobenvs import why_skipped
+from backends.base import Placement, StorageMount
+from protocol.jobenvs import why_skipped
 
 TaskKey = tuple[str, int]
 

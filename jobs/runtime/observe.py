@@ -6,11 +6,11 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from clusters.backends.base import Backend
+from backends.base import Backend
 from jobs import exitspec
 from jobs.models import Job
-from jobs.protocol import SecretMasker, secret_masker
 from jobs.states import TaskState
+from protocol import SecretMasker, secret_masker
 
 FINISHED = (TaskState.FAILED, TaskState.STOPPED)
 

@@ -36,11 +36,11 @@ from __future__ import annotations
 import shlex
 
 from jobs import plugins
-from jobs.protocol import Callback, render_callbacks, render_role
-from jobs.protocol.prereqs import START_EVENTS
 from jobs.runtime.env import JobContext
 from jobs.runtime.ssh import SSHD_STOP, ssh_on, ssh_setup
 from jobs.runtime.tensorboard import tensorboard_start, tensorboard_stop
+from protocol import Callback, render_callbacks, render_role
+from protocol.prereqs import START_EVENTS
 
 BARRIER_TIMEOUT_CODE = 201
 CALLBACK_FAILED_CODE = 202

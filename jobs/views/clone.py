@@ -12,8 +12,8 @@ from jobs.forms import SubmitForm
 from jobs.forms.clone_text import clone_text
 from jobs.forms.from_job import fill_form
 from jobs.models import Job
-from jobs.protocol import SECRET_MASK, dump_yaml, mask_secrets, masks_left
 from jobs.views.submit import page, submit_job
+from protocol import SECRET_MASK, dump_yaml, mask_secrets, masks_left
 
 
 def new_name(job: Job) -> str:

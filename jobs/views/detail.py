@@ -6,16 +6,16 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from clusters.backends.base import SupportsLimits
+from backends.base import SupportsLimits
 from clusters.registry import get_backend
 from jobs import lifecycle
 from jobs.access import job_for, job_view_for, summary_reason
 from jobs.models import Job, JobAttempt, Task
-from jobs.protocol import dump_yaml, mask_secrets
 from jobs.runtime.notes import runtime_notes
 from jobs.states import TaskState
 from jobs.tasklogs import read_task_log
 from jobs.views.tasks import port_links, ssh_panel
+from protocol import dump_yaml, mask_secrets
 
 LOG_TAIL_BYTES = 4096
 LOG_TAIL_TASKS = 8

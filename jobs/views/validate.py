@@ -17,7 +17,7 @@ from jobs.forms.from_job import fill_form
 from jobs.forms.issue_lines import located
 from jobs.forms.quota import vc_choices
 from jobs.lifecycle.submit import acceptance_check
-from jobs.protocol import LoadedJob, ProtocolError, load_job
+from protocol import LoadedJob, ProtocolError, load_job
 
 
 def check(text: str) -> dict[str, object]:

@@ -14,11 +14,11 @@ from django.test import Client
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusters.backends.base import LOG_CHUNK_BYTES
+from backends.base import LOG_CHUNK_BYTES
 from jobs import lifecycle
 from jobs.models import JobAttempt, Task
-from jobs.protocol import SecretMasker
 from portal.accounts.models import ApiToken
+from protocol import SecretMasker
 from tests.jobs.samples import hello_job
 from tests.support.servers import web_server
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from clusters.backends.base import BackendUnavailable
+from backends.base import BackendUnavailable
 from clusters.models import Node
 from jobs import exitspec, lifecycle
 from jobs.models import Job, Task

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.backends.local import LocalBackend
+from backends.local import LocalBackend
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The network of local tasks (``clusters/backends/local/firewall.py``): a task's uid reaches its
+"""The network of local tasks (``backends/local/firewall.py``): a task's uid reaches its
 jobs' ports, the portal's public port, DNS and other hosts, and nothing else of this host; the
 portal's own uid (root) is never affected.
 
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from clusters.backends.base import Placement, TaskLaunch, TaskPhase
-from clusters.backends.local import LocalBackend
-from clusters.backends.local.firewall import (
+from backends.base import Placement, TaskLaunch, TaskPhase
+from backends.local import LocalBackend
+from backends.local.firewall import (
     FirewallConfig,
     FirewallError,
     TaskFirewall,
@@ -36,7 +36,7 @@ from clusters.backends.local.firewall import (
     run_nft,
     unavailable_reason,
 )
-from clusters.backends.local.sandbox import SandboxConfig
+from backends.local.sandbox import SandboxConfig
 from tests.support.local_tasks import phase_of, wait_until_ended
 from tests.support.servers import connects
 from tests.waiting import wait_for

@@ -1,4 +1,4 @@
-"""GPUs by CUDA's rules on the local backend (``clusters/backends/local/gpus.py``): a fake
+"""GPUs by CUDA's rules on the local backend (``backends/local/gpus.py``): a fake
 ``nvidia-smi`` (``two_gpus``) and a fake driver whose minor numbers are not nvidia-smi's indices,
 real sandboxed tasks that look at their /dev, their environment and their /proc/driver."""
 
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from clusters.backends.base import TaskPhase
-from clusters.backends.local import LocalBackend
-from clusters.backends.local import gpus as gpus_module
-from clusters.backends.local.gpus import GPU, detect, environment
-from clusters.backends.local.sandbox import SandboxConfig
+from backends.base import TaskPhase
+from backends.local import LocalBackend
+from backends.local import gpus as gpus_module
+from backends.local.gpus import GPU, detect, environment
+from backends.local.sandbox import SandboxConfig
 from tests.support.local_tasks import task, wait_until_ended
 from tests.waiting import wait_for
 

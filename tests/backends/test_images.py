@@ -1,5 +1,5 @@
 """A task in its dockerImage on the local backend (``LOCAL_IMAGES=charliecloud``,
-``clusters/backends/local/images.py``), with an image built here from Debian's busybox-static and
+``backends/local/images.py``), with an image built here from Debian's busybox-static and
 imported with ``ch-image import``: no registry."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from clusters.backends.base import Observation, StorageKind, StorageMount, TaskPhase
-from clusters.backends.local import LocalBackend, disk
-from clusters.backends.local.sandbox import SandboxConfig
+from backends.base import Observation, StorageKind, StorageMount, TaskPhase
+from backends.local import LocalBackend, disk
+from backends.local.sandbox import SandboxConfig
 from jobs import lifecycle
 from jobs.exitspec import explain
 from tests.support.images import IMAGE, image_storage

@@ -1,4 +1,4 @@
-"""The kernel's limits of a local task (``clusters/backends/local/cgroups.py``, ``disk.py``,
+"""The kernel's limits of a local task (``backends/local/cgroups.py``, ``disk.py``,
 ``limits.py``): each holds on this host's cgroup hierarchy (v1 here, v2 in the VM of
 ``tests/vm``), each ends a task that meets it as FAILED with a reason that names it, and where
 one cannot be enforced another user's task is refused, never run unlimited."""
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from clusters.backends.base import TaskPhase
-from clusters.backends.exits import describe_exit
-from clusters.backends.local import LocalBackend, LocalBackendError, cgroups
-from clusters.backends.local.sandbox import SandboxConfig, sandbox_init
+from backends.base import TaskPhase
+from backends.exits import describe_exit
+from backends.local import LocalBackend, LocalBackendError, cgroups
+from backends.local.sandbox import SandboxConfig, sandbox_init
 from tests.support.local_tasks import record_pid, task, wait_until_ended, without_pids
 from tests.waiting import wait_for
 

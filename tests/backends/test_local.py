@@ -9,9 +9,9 @@ from typing import TypeVar
 
 import pytest
 
-from clusters.backends.base import TaskLaunch, TaskPhase, TaskShape
-from clusters.backends.local import DISAPPEARED, LocalBackend, LocalBackendError
-from clusters.backends.local.sandbox import SYSTEM_PATH, sandbox_init
+from backends.base import TaskLaunch, TaskPhase, TaskShape
+from backends.local import DISAPPEARED, LocalBackend, LocalBackendError
+from backends.local.sandbox import SYSTEM_PATH, sandbox_init
 from tests.support.local_tasks import (
     launch,
     phase_of,

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from clusters.backends.base import TaskPhase, WatchedChanges
-from clusters.backends.local import LocalBackend
-from clusters.backends.local.process import ENDED_DIR, ended_marker
-from clusters.backends.local.sandbox import SandboxConfig
-from clusters.backends.local.watch import WatchLost
+from backends.base import TaskPhase, WatchedChanges
+from backends.local import LocalBackend
+from backends.local.process import ENDED_DIR, ended_marker
+from backends.local.sandbox import SandboxConfig
+from backends.local.watch import WatchLost
 from jobs.management.commands.watchcluster import follow
 from tests.support.local_tasks import launch, wait_until_ended
 from tests.waiting import wait_for

@@ -4,9 +4,9 @@ and the task runs on to its end (it never gets SIGPIPE)."""
 
 from __future__ import annotations
 
+from backends.base import TaskPhase
+from backends.local import LocalBackend
 from clusters import registry
-from clusters.backends.base import TaskPhase
-from clusters.backends.local import LocalBackend
 from tests.support.local_tasks import launch, wait_until_ended
 
 CAP = 64 * 1024

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from clusters.backends.base import SupportsUsage, TaskPhase, Usage
-from clusters.backends.local import LocalBackend
-from clusters.backends.local.sandbox import SandboxConfig
+from backends.base import SupportsUsage, TaskPhase, Usage
+from backends.local import LocalBackend
+from backends.local.sandbox import SandboxConfig
 from tests.support.local_tasks import launch, task, wait_until_ended
 from tests.waiting import wait_for
 

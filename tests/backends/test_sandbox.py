@@ -1,4 +1,4 @@
-"""The local backend's sandbox (``clusters/backends/local/sandbox.py``): GPUs by device node, the
+"""The local backend's sandbox (``backends/local/sandbox.py``): GPUs by device node, the
 terminal inside the task's sandbox, and no task of an ordinary user without bwrap."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from backends.base import TaskPhase
+from backends.local import LocalBackend, LocalBackendError
+from backends.local.gpus import GPU
+from backends.local.sandbox import SandboxConfig, bwrap_args, sandbox_init
 from clusters import registry
-from clusters.backends.base import TaskPhase
-from clusters.backends.local import LocalBackend, LocalBackendError
-from clusters.backends.local.gpus import GPU
-from clusters.backends.local.sandbox import SandboxConfig, bwrap_args, sandbox_init
 from jobs import lifecycle
 from jobs.models import Task
 from jobs.states import JobState
@@ -137,9 +137,9 @@ def run_as_ordinary_user(script: str) -> Iterator[tuple[Path, subprocess.Complet
 AS_ORDINARY_USER = """\
 import sys, time
 from pathlib import Path
-from clusters.backends.base import Placement, TaskLaunch
-from clusters.backends.local import LocalBackend, LocalBackendError
-from clusters.backends.local.sandbox import SandboxConfig
+from backends.base import Placement, TaskLaunch
+from backends.local import LocalBackend, LocalBackendError
+from backends.local.sandbox import SandboxConfig
 
 top = Path(sys.argv[1])
 launch = TaskLaunch("job-1-a0", "worker", 0, 0, "true", {}, Placement("127.0.0.1", {}), 1, 100, 0)
@@ -180,9 +180,9 @@ def test_a_portal_run_by_an_ordinary_user_still_sandboxes_its_tasks():
 TERMINAL_AS_ORDINARY_USER = """\
 import sys, time
 from pathlib import Path
-from clusters.backends.base import Placement, TaskLaunch
-from clusters.backends.local import LocalBackend, LocalBackendError
-from clusters.backends.local.sandbox import SandboxConfig
+from backends.base import Placement, TaskLaunch
+from backends.local import LocalBackend, LocalBackendError
+from backends.local.sandbox import SandboxConfig
 
 top = Path(sys.argv[1])
 config = SandboxConfig(hidden=(str(top / "var"),), require_limits=False)

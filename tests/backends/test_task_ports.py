@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from clusters.backends.local.process import free_ports
+from backends.local.process import free_ports
 
 
 def test_ports_come_from_the_range_skipping_taken_ones_and_ones_in_use():

@@ -23,7 +23,7 @@ CGROUP = Path("/sys/fs/cgroup")
 LIMITS = """\
 import sys
 sys.path.insert(0, ".")
-from clusters.backends.local import cgroups
+from backends.local import cgroups
 hierarchy = cgroups.detect()
 print(hierarchy.describe())
 if hierarchy.controllers:

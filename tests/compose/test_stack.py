@@ -267,7 +267,7 @@ def test_the_passwords_are_made_at_first_start_and_written_in_no_file(stack):
 LIMITS = """\
 import pathlib, tempfile
 import django; django.setup()
-from clusters.backends.local import disk
+from backends.local import disk
 from clusters.registry import get_backend
 print("\\n".join(get_backend().describe_limits()))
 control = pathlib.Path(tempfile.mkdtemp())

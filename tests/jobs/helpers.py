@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from clusters.backends.base import Backend
+from backends.base import Backend
 from jobs.lifecycle.passes import run_pass
 from jobs.models import Job, Task
 from jobs.states import LIVE_TASK_STATES

@@ -221,7 +221,7 @@ def test_two_passes_at_once_launch_each_task_once(alice, backend):
 
 
 def test_tasks_are_found_again_by_a_new_backend_after_a_restart(alice, backend, settings):
-    from clusters.backends.local import LocalBackend
+    from backends.local import LocalBackend
 
     job = lifecycle.submit(alice, two_role_job("restart", worker_command="sleep 1"))
     reconcile_until(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clusters.backends.base import Placement
+from backends.base import Placement
 from jobs.runtime import JobContext, bootstrap_script, env_name, task_environment
 
 
@@ -53,8 +53,8 @@ def test_names_that_are_not_shell_identifiers_are_made_safe():
 
 
 def test_values_are_quoted_in_the_script(monkeypatch):
-    from jobs.protocol import RoleCommands
     from jobs.runtime import script as runtime
+    from protocol import RoleCommands
 
     monkeypatch.setattr(runtime, "render_role", lambda *a, **k: RoleCommands([], ["true"], []))
     script = bootstrap_script(

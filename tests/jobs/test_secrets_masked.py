@@ -12,8 +12,8 @@ from rest_framework.test import APIClient
 
 from jobs import lifecycle
 from jobs.models import Job, JobAttempt, JobEvent, Task
-from jobs.protocol import SECRET_MASK
 from jobs.states import JobState
+from protocol import SECRET_MASK
 from tests.jobs.helpers import settle
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from clusters.backends.base import Usage
+from backends.base import Usage
 from jobs import usage
 from jobs.lifecycle import cleanup
 from jobs.models import Job, Task, TaskUsage

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
+from backends.kubernetes.api import RetryPolicy, api_client_for
+from backends.kubernetes.backend import KubernetesBackend
+from backends.kubernetes.manifests import K8sOptions
 from clusters import registry
-from clusters.backends.kubernetes.api import RetryPolicy, api_client_for
-from clusters.backends.kubernetes.backend import KubernetesBackend
-from clusters.backends.kubernetes.manifests import K8sOptions
 from tests.support.fake_apiserver import serve
 from tests.support.fake_cluster import FakeCluster
 

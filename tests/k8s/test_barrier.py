@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from clusters.backends.kubernetes import manifests as m
+from backends.kubernetes import manifests as m
 from jobs.runtime.script import BARRIER_TIMEOUT_CODE, barrier
 
 PEERS = {

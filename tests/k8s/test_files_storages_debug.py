@@ -8,9 +8,9 @@ import kubernetes_validate
 import pytest
 from test_kubernetes_backend import KEY, SHAPES, launch_all, launch_of, name_of, running
 
-from clusters.backends.base import StorageMount
-from clusters.backends.kubernetes import manifests as m
-from clusters.backends.kubernetes.backend import KubernetesBackend
+from backends.base import StorageMount
+from backends.kubernetes import manifests as m
+from backends.kubernetes.backend import KubernetesBackend
 from tests.support.fake_cluster import FakeCluster, strings
 
 KEY_TEXT = "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -89,7 +89,7 @@ def test_a_local_dir_storage_is_refused_with_a_reason_and_nothing_is_created(
 def test_a_local_dir_storage_is_a_host_path_when_the_admin_allows_it(apiserver, cluster):
     from kubernetes import client
 
-    from clusters.backends.kubernetes.api import api_client_for
+    from backends.kubernetes.api import api_client_for
 
     api = api_client_for(client.Configuration(host=apiserver[0]))
     options = m.K8sOptions(allow_host_path_storage=True)

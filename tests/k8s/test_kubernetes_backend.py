@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from clusters.backends.base import Placement, TaskLaunch, TaskPhase, TaskShape
-from clusters.backends.kubernetes.api import KubernetesUnavailable
-from clusters.backends.kubernetes.backend import KubernetesBackend
+from backends.base import Placement, TaskLaunch, TaskPhase, TaskShape
+from backends.kubernetes.api import KubernetesUnavailable
+from backends.kubernetes.backend import KubernetesBackend
 from tests.support.fake_cluster import FakeCluster, strings
 
 KEY = "job7-a0"
@@ -257,7 +257,7 @@ def test_capacity_sums_the_schedulable_nodes_jobs_may_use(k8s, cluster: FakeClus
 
 
 def test_each_node_jobs_may_use_is_listed_with_its_own_capacity(k8s, cluster: FakeCluster):
-    from clusters.backends.base import Capacity, SupportsNodes
+    from backends.base import Capacity, SupportsNodes
 
     cluster.nodes = [
         node("a", {"pool": "jobs", "gpu-portal/gpu-type": "V100"}, "7800m", "32Gi", "4"),

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from test_kubernetes_backend import launch_all
 
-from clusters.backends.kubernetes import manifests as m
-from clusters.backends.kubernetes.backend import KubernetesBackend
+from backends.kubernetes import manifests as m
+from backends.kubernetes.backend import KubernetesBackend
 from tests.support.fake_cluster import FakeCluster
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"

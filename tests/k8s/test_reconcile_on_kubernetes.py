@@ -10,7 +10,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 from test_kubernetes_backend import running, terminated
 
-from clusters.backends.base import BackendUnavailable
+from backends.base import BackendUnavailable
 from jobs import lifecycle
 from jobs.lifecycle.passes import reconcile, run_pass
 from jobs.models import Job, Task
@@ -119,7 +119,7 @@ def with_plugins(name: str, storage: str) -> str:
 
 
 def test_the_ssh_key_is_a_mounted_file_and_a_pvc_is_mounted(alice, k8s, cluster: FakeCluster):
-    from clusters.backends.kubernetes import manifests as m
+    from backends.kubernetes import manifests as m
     from clusters.models import Storage
 
     Storage.objects.create(name="datasets", kind="pvc", claim_name="ds-claim", open_to_all=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from backends.kubernetes.backend import KubernetesBackend
 from clusters import registry
-from clusters.backends.kubernetes.backend import KubernetesBackend
 from tests.support.fake_cluster import FakeCluster
 
 

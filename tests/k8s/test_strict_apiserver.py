@@ -12,8 +12,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from test_kubernetes_backend import SHAPES, launch_of, running
 
-from clusters.backends.kubernetes import manifests as m
-from clusters.backends.kubernetes.backend import KubernetesBackend
+from backends.kubernetes import manifests as m
+from backends.kubernetes.backend import KubernetesBackend
 from tests.support.fake_cluster import FakeCluster
 from tests.support.k8s_rules import MAX_SECRET_BYTES
 

@@ -16,9 +16,9 @@ from django.db import connection
 from test_kubernetes_backend import launch_all, name_of, running, terminated
 
 import jobs.tasks
-from clusters.backends.base import SupportsWatch, TaskPhase, WatchedChanges
-from clusters.backends.kubernetes.backend import KubernetesBackend
-from clusters.backends.kubernetes.watch import PodBatch
+from backends.base import SupportsWatch, TaskPhase, WatchedChanges
+from backends.kubernetes.backend import KubernetesBackend
+from backends.kubernetes.watch import PodBatch
 from jobs import lifecycle, wakeup
 from jobs.lifecycle.passes import run_pass
 from jobs.management.commands.watchcluster import follow, wake_for

@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 import yaml
 
-from jobs.protocol import ProtocolError, json_schema, load_job, normalise
+from protocol import ProtocolError, json_schema, load_job, normalise
 from tests.api.helpers import client_for
 from tests.jobs.samples import hello_job, v1_job
 

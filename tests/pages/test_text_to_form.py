@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from jobs.forms.from_job import fill_form
-from jobs.protocol import load_job
+from protocol import load_job
 from tests.jobs.samples import hello_job
 
 pytestmark = pytest.mark.django_db

@@ -39,7 +39,7 @@ def ignored(path: str) -> bool:
         "var/portal.sqlite3",
         ".git/config",
         "jobs/__pycache__/models.cpython-311.pyc",
-        "jobs/protocol/__pycache__/load.cpython-311.pyc",
+        "protocol/__pycache__/load.cpython-311.pyc",
         ".pytest_cache/v/cache/nodeids",
         "db.sqlite3",
         "tests/leftover.sqlite3",

@@ -7,7 +7,7 @@ import json
 import pytest
 from protocol_samples import EXAMPLES
 
-from jobs.protocol import dump_yaml, load_job, render_role
+from protocol import dump_yaml, load_job, render_role
 
 FILES = sorted(p.name for p in EXAMPLES.iterdir())
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from protocol_samples import DELETE, EXAMPLES, V1_JOB, V2_JOB, changed, places
 
-from jobs.protocol import (
+from protocol import (
     ProtocolError,
     dump_yaml,
     load_job,
@@ -19,7 +19,7 @@ from jobs.protocol import (
     render_callbacks,
     render_role,
 )
-from jobs.protocol.load import INTERNAL
+from protocol.load import INTERNAL
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.protocol import load_job
+from protocol import load_job
 from tests.jobs.samples import hello_job
 
 

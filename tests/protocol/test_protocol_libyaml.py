@@ -15,8 +15,8 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from jobs.protocol import parse
-from jobs.protocol.errors import ProtocolError
+from protocol import parse
+from protocol.errors import ProtocolError
 
 STYLES = {
     "default": {},

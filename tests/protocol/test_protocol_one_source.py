@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from protocol_samples import EXAMPLES, V1_JOB, V2_JOB, changed, places
 
-from jobs.protocol import ProtocolError, json_schema, load_job, normalise
-from jobs.protocol.parse import parse_text
+from protocol import ProtocolError, json_schema, load_job, normalise
+from protocol.parse import parse_text
 
 SCHEMA = jsonschema.Draft202012Validator(json_schema())
 MANY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

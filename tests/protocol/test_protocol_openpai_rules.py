@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from protocol_samples import V2_JOB, changed
 
-from jobs.protocol import ProtocolError, ProtocolIssue, load_job, normalise
+from protocol import ProtocolError, ProtocolIssue, load_job, normalise
 
 
 def issues_of(document: dict[str, object]) -> list[ProtocolIssue]:

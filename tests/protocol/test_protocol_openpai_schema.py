@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from protocol_samples import EXAMPLES, V2_JOB, places
 
-from jobs.protocol import ProtocolError, normalise
+from protocol import ProtocolError, normalise
 
 RULES = yaml.safe_load((Path(__file__).parent / "openpai_v2_rules.yaml").read_text())
 OPENPAI = jsonschema.Draft7Validator(RULES)

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from protocol_samples import V2_JOB
 
-from jobs.protocol import MAX_JOB_BYTES, ProtocolError, load_job
+from protocol import MAX_JOB_BYTES, ProtocolError, load_job
 
 
 def message_of(text: str | bytes) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from protocol_samples import EXAMPLES, V2_JOB, changed
 
-from jobs.protocol import (
+from protocol import (
     SECRET_MASK,
     Callback,
     ProtocolError,
@@ -164,7 +164,7 @@ def test_a_data_reference_in_a_callback_is_refused() -> None:
 
 def test_the_cache_of_reference_shapes_stays_bounded() -> None:
     """Reference texts come from users: the cache of their shapes must not grow without end."""
-    from jobs.protocol import references
+    from protocol import references
 
     scope = references.Scope(roots={"$parameters": {"model": "resnet"}})
     for number in range(references._MAX_SHAPES + 100):

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from protocol_samples import EXAMPLES, V2_JOB
 
-from jobs.protocol import json_schema, load_job
+from protocol import json_schema, load_job
 
 V2_FILES = sorted(p.name for p in EXAMPLES.iterdir() if p.suffix == ".yaml")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.protocol import secret_masker
+from protocol import secret_masker
 
 JOB = {
     "secrets": {"token": "s3cr3t-value", "nested": {"list": ["first-one", {"deep": "deep-one"}]}},
@@ -43,7 +43,7 @@ def test_a_window_masks_a_secret_it_cuts_and_skips_those_before_it():
 
 
 def test_a_literal_auth_field_that_openpai_allows_beyond_the_known_ones_is_a_secret():
-    from jobs.protocol import mask_secrets, masks_left
+    from protocol import mask_secrets, masks_left
 
     job = {
         "prerequisites": [

@@ -8,7 +8,7 @@ import json
 import pytest
 from protocol_samples import DELETE, EXAMPLES, V1_JOB, changed
 
-from jobs.protocol import ProtocolError, ProtocolIssue, dump_yaml, load_job, normalise
+from protocol import ProtocolError, ProtocolIssue, dump_yaml, load_job, normalise
 
 CASES = [
     ("job_name_with_a_space", "jobName", "my job", "jobName", 'must match ^[A-Za-z0-9\\-._~]+$, got "my job"'),

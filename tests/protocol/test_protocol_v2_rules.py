@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from protocol_samples import DELETE, V2_JOB, changed
 
-from jobs.protocol import ProtocolError, ProtocolIssue, normalise
+from protocol import ProtocolError, ProtocolIssue, normalise
 
 CYCLE = changed(
     changed(V2_JOB, "prerequisites[1].require", ["code"]), "prerequisites[2].require", ["mnist"]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from backends.base import Placement
 from clusters import registry
-from clusters.backends.base import Placement
 from jobs import lifecycle
 from jobs.models import Job, Task
 from jobs.runtime import JobContext, bootstrap_script, task_environment

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from clusters.backends.base import Placement
+from backends.base import Placement
 from clusters.models import Storage
 from jobs import lifecycle
 from jobs.models import Task

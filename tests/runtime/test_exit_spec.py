@@ -6,7 +6,7 @@ import pytest
 from django.utils.html import escape
 from django.utils.text import capfirst
 
-from clusters.backends.base import Placement
+from backends.base import Placement
 from jobs import exitspec, lifecycle
 from jobs.models import Job, Task
 from jobs.states import JobState, TaskState

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from clusters.backends.base import Placement, StorageMount, TaskLaunch, TaskPhase
-from clusters.backends.local import LocalBackend, LocalBackendError
+from backends.base import Placement, StorageMount, TaskLaunch, TaskPhase
+from backends.local import LocalBackend, LocalBackendError
 from clusters.models import Storage
 from jobs import lifecycle
 from jobs.lifecycle import cleanup

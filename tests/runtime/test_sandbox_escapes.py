@@ -2,7 +2,7 @@
 bob's work, and each attempt fails (its log shows each one blocked, nothing escaped); over its
 memoryMB it is killed and reported as out of memory; after Stop nothing it started is left.
 
-Its network (as root: the task firewall, clusters/backends/local/firewall.py): it tries what the
+Its network (as root: the task firewall, backends/local/firewall.py): it tries what the
 portal itself uses on this machine, as CI and ``make run`` have them: the machine's Redis
 without a password (PING, and writing the reconcile lock), its PostgreSQL and MariaDB, the
 private Redis of ``make run``, an internal port of the portal's on the loopback and on the
@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 
+from backends.local import LocalBackend
 from clusters import registry
-from clusters.backends.local import LocalBackend
 from jobs import lifecycle
 from jobs.models import Job, Task
 from jobs.states import JobState, TaskState

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.backends.base import Placement
+from backends.base import Placement
 from jobs import lifecycle
 from jobs.models import Task
 from jobs.runtime import JobContext, bootstrap_script, task_environment

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from clusters.backends.base import Placement, TaskLaunch, TaskPhase
-from clusters.backends.local import LocalBackend
+from backends.base import Placement, TaskLaunch, TaskPhase
+from backends.local import LocalBackend
 from jobs import lifecycle
 from jobs.models import Job, Task
 from jobs.sshinfo import sshd_state

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from clusters.backends.base import Placement, TaskLaunch, TaskPhase
-from clusters.backends.local import LocalBackend, cgroups
-from clusters.backends.local.limits import HostLimits
+from backends.base import Placement, TaskLaunch, TaskPhase
+from backends.local import LocalBackend, cgroups
+from backends.local.limits import HostLimits
 from tests.waiting import wait_for
 
 

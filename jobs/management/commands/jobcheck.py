@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from jobs.protocol import ProtocolError, load_job, mask_secrets
+from protocol import ProtocolError, load_job, mask_secrets
 
 
 class Command(BaseCommand):

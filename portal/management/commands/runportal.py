@@ -30,7 +30,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from clusters.backends.base import SupportsLimits
+from backends.base import SupportsLimits
 from clusters.registry import get_backend, host_sshd_missing
 from portal.apps import stored_secret_key
 from portal.checks import redis_answers

@@ -1,5 +1,0 @@
-"""The Kubernetes backend (``CLUSTER_BACKEND=kubernetes``): tasks as pods; see ``backend``."""
-
-from clusters.backends.kubernetes.backend import KubernetesBackend
-
-__all__ = ["KubernetesBackend"]

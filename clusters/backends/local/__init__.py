@@ -1,9 +1,0 @@
-"""The local backend: tasks as processes on this machine (``backend``); what a task starts with
-(``launch``) in its control directory (``taskdir``), its sandbox (``sandbox``) and image
-(``images``); its process helpers (``process``), logs (``logs``), the listener of ended tasks
-(``watch``) and the web terminal's pty (``pty``)."""
-
-from clusters.backends.local.backend import DISAPPEARED, LocalBackend
-from clusters.backends.local.launch import LocalBackendError
-
-__all__ = ["DISAPPEARED", "LocalBackend", "LocalBackendError"]
