@@ -85,7 +85,7 @@ def job_view_for(user: AbstractBaseUser | AnonymousUser, username: str, name: st
 
 
 # What a job's reason may hold that is its owner's: a quoted log line (``— "..."``, as
-# jobs.runtime.observe.sentence writes it) and an address.
+# jobs.lifecycle.exits.sentence writes it) and an address.
 QUOTED_LOG_LINE = re.compile(r' — "[^"\n]*"?')
 ADDRESS = re.compile(
     r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"  # IPv4[:port]

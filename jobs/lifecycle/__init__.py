@@ -1,10 +1,12 @@
 """The job lifecycle: every change of a job's state happens in this package, one step a module.
 
     submit.py      check a job file, choose its virtual cluster, queue it
-    admit.py       admission: may it go there, and one pass of the queues (quota plan applied)
+    admit.py       admission: may it go there, and one pass of the queues (quota plan applied;
+                   ``book.py``: the live jobs a process keeps between passes)
     preempt.py     a borrowing job gives its room back
     launch.py      start an attempt (tasks placed) and hand its tasks to the backend
-    observe.py     what the backend says of live tasks, saved
+    observe.py     what the backend says of live tasks, saved (``exits.py``: an exit explained
+                   by the exit spec)
     settle.py      completion policy (``completion.py``) applied to running attempts
     retry.py       task and job retries
     stop.py        a user's stop, and the pass asking the backend to stop tasks

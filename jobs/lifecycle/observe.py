@@ -13,9 +13,9 @@ from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.utils import timezone
 
 from backends.base import Backend, Observation, TaskPhase
+from jobs.lifecycle.exits import exit_changes, mask_quoted, maskers_of
 from jobs.lifecycle.report import PassReport
 from jobs.models import JobEvent, Task
-from jobs.runtime.observe import exit_changes, mask_quoted, maskers_of
 from jobs.states import LIVE_TASK_STATES, TaskState
 
 
