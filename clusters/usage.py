@@ -1,11 +1,11 @@
 """Each virtual cluster's use over time against its guarantee (issue 28).
 
-Beat calls :func:`record` every minute: one ``VCUsageSample`` per virtual cluster from
-``overview()``, all in one insert, so sampling takes the same few queries however many virtual
-clusters there are. :func:`prune` then thins the samples older than a day to one an hour and
-deletes those older than ``VC_USAGE_RETENTION_DAYS``: a day at full detail for the pages' 24 h
-charts, a month of hourly points for the API, and a table that stops growing (about
-``VCs * (1440 + 24 * days)`` rows).
+Beat calls :func:`record` every minute (``jobs.tasks.sample_vc_usage``): one ``VCUsageSample``
+per virtual cluster from ``jobs.vc_usage.overview()``, all in one insert, so sampling takes the
+same few queries however many virtual clusters there are. :func:`prune` then thins the samples
+older than a day to one an hour and deletes those older than ``VC_USAGE_RETENTION_DAYS``: a day
+at full detail for the pages' 24 h charts, a month of hourly points for the API, and a table
+that stops growing (about ``VCs * (1440 + 24 * days)`` rows).
 
 OpenPAI shows the virtual clusters' use only as it is now (webportal
 ``src/app/home/home/virtual-cluster-statistics.jsx``; history is left to Prometheus and
@@ -28,20 +28,19 @@ from django.db.models.functions import Trunc
 from django.utils import timezone
 
 from clusters.models import VCUsageSample
-from clusters.overview import VCView, overview
+from clusters.overview import VCView
 
 SAMPLE_SECONDS = 60.0  # beat's interval (portal.celery)
 FULL_DETAIL = timedelta(days=1)  # younger samples are all kept; older ones one an hour
 CHART_HOURS = 24
 
 
-def record(now: datetime | None = None, views: list[VCView] | None = None) -> int:
-    """One sample per virtual cluster of what its running jobs hold now (borrowed included:
-    use past the guarantee is what the chart shows) and how many jobs run and wait. Returns
-    how many samples it wrote; ``overview``'s queries and one insert, whatever the count."""
+def record(views: list[VCView], now: datetime | None = None) -> int:
+    """One sample per virtual cluster of what its running jobs hold now (``views``, from
+    ``jobs.vc_usage.overview``; borrowed included: use past the guarantee is what the chart
+    shows) and how many jobs run and wait. Returns how many samples it wrote; one insert,
+    whatever the count."""
     now = now or timezone.now()
-    if views is None:
-        views, _ = overview()
     samples = []
     for view in views:
         held = view.used + view.borrowed

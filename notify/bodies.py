@@ -65,7 +65,7 @@ def alert_body(alert: dict[str, Any], now: datetime | None = None) -> tuple[str,
     labels = alert["labels"]
     summary = f"{labels['alertname']}: {alert['annotations']['summary']}"
     owner, _, name = str(labels.get("job_name", "")).partition("~")
-    url = job_url(owner, name) if name else settings.PORTAL_URL + reverse("clusters:cluster")
+    url = job_url(owner, name) if name else settings.PORTAL_URL + reverse("cluster:page")
     payload = {
         "event": "alert",
         "time": iso(now or timezone.now()),

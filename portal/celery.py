@@ -19,7 +19,7 @@ app.autodiscover_tasks()
 ROUTINE_TASKS = frozenset(
     {
         "jobs.tasks.sample_usage",
-        "clusters.tasks.sample_vc_usage",
+        "jobs.tasks.sample_vc_usage",
         "clusters.tasks.refresh_capacity",
         "notify.tasks.sweep",
     }
@@ -63,7 +63,7 @@ def schedule_reconcile(sender: Celery, **kwargs: object) -> None:
     # Each virtual cluster's use, for its chart against its guarantee (clusters.usage).
     sender.add_periodic_task(
         60.0,  # clusters.usage.SAMPLE_SECONDS
-        sender.signature("clusters.tasks.sample_vc_usage"),
+        sender.signature("jobs.tasks.sample_vc_usage"),
         name="sample virtual clusters' use",
         expires=50.0,
     )

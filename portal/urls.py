@@ -30,12 +30,12 @@ urlpatterns = [
     path("jobs/", include("jobs.urls")),
     path("api/v1/", include("portal.accounts.api.v1_urls")),
     path("api/v1/", include("jobs.api.v1_urls")),
-    path("api/v1/", include("clusters.api.v1_urls")),
     path("api/v2/", include("portal.accounts.api.urls")),
     path("api/v2/", include("jobs.api.urls")),
     path("api/v2/", include("clusters.api.urls")),
     path("api/v2/", include("notify.api_urls")),  # by name: portal imports no notify
     path("", include("clusters.urls")),
+    path("", include("jobs.cluster_urls")),
     path("account/", account, name="account"),
     path("account/tokens/new/", new_application_token, name="account-new-token"),
     path("account/tokens/<int:token_id>/revoke/", revoke_token, name="account-revoke-token"),

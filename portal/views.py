@@ -8,9 +8,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from clusters.models import VirtualCluster
-from clusters.overview import overview
 from jobs.models import Job
 from jobs.states import JobState
+from jobs.vc_usage import overview
 
 RECENT = 10
 

@@ -4,14 +4,10 @@ from clusters.api.storages import KubernetesNodesView, StoragesView, StorageView
 from clusters.api.vcs import (
     SkuTypesView,
     VirtualClusterStatusView,
-    VirtualClustersView,
     VirtualClusterUsageView,
-    VirtualClusterView,
 )
 
 urlpatterns = [
-    path("virtual-clusters", VirtualClustersView.as_view(), name="api-virtual-clusters"),
-    path("virtual-clusters/<str:name>", VirtualClusterView.as_view(), name="api-virtual-cluster"),
     path("cluster/sku-types", SkuTypesView.as_view(), name="api-sku-types"),
     path(
         "virtual-clusters/<str:name>/status",

@@ -1,4 +1,5 @@
-"""Admin pages under /manage/: virtual clusters, users and nodes. Admins only (others: 403)."""
+"""Admin pages under /manage/: a virtual cluster's settings, users. Admins only (others: 403).
+The lists that show the jobs' use (virtual clusters, nodes) are ``jobs.views.manage``'s."""
 
 from __future__ import annotations
 
@@ -12,21 +13,13 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from backends.base import SupportsLimits
 from clusters import vc_changes
-from clusters.capacity import total
 from clusters.forms import NewUserForm, UserAccessForm, VirtualClusterForm
-from clusters.models import DefaultVirtualCluster, Node, VirtualCluster
-from clusters.overview import overview
-from clusters.registry import get_backend
-from clusters.resources import Resources
-from jobs.models import Task
-from jobs.states import LIVE_TASK_STATES
+from clusters.models import DefaultVirtualCluster, VirtualCluster
 
 
 def admin_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -41,19 +34,13 @@ def admin_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
 
 
 @admin_only
-def vc_list(request: HttpRequest) -> HttpResponse:
-    views, capacity = overview()
-    return render(request, "clusters/manage_list.html", {"views": views, "capacity": capacity})
-
-
-@admin_only
 def vc_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
     vc = get_object_or_404(VirtualCluster, name=name) if name else None
     form = VirtualClusterForm(request.POST if request.method == "POST" else None, instance=vc)
     if request.method == "POST" and form.is_valid():
         saved = form.save()
         messages.success(request, f"virtual cluster {saved.name} saved")
-        return redirect("clusters:manage-list")
+        return redirect("cluster:manage-vcs")
     return render(request, "clusters/manage_edit.html", {"form": form, "vc": vc})
 
 
@@ -66,7 +53,7 @@ def vc_delete(request: HttpRequest, name: str) -> HttpResponse:
         messages.error(request, problem)
     else:
         messages.success(request, f"virtual cluster {name} deleted")
-    return redirect("clusters:manage-list")
+    return redirect("cluster:manage-vcs")
 
 
 @admin_only
@@ -121,21 +108,3 @@ def user_edit(request: HttpRequest, username: str) -> HttpResponse:
         "directory_sets_admin": bool(settings.DIRECTORY_ADMIN_GROUPS),
     }
     return render(request, "clusters/manage_user.html", context)
-
-
-@admin_only
-def nodes(request: HttpRequest) -> HttpResponse:
-    rows = list(Node.objects.all())
-    live = Task.objects.filter(state__in=LIVE_TASK_STATES).exclude(backend_ref="")
-    by_node = {r["node"]: r["n"] for r in live.values("node").annotate(n=Count("id"))}
-    for node in rows:
-        node.live_tasks = by_node.get(node.name, 0)
-    views, _ = overview()
-    used = Resources()
-    for view in views:
-        used = used + view.used + view.borrowed
-    context = {"nodes": rows, "capacity": total(rows), "used": used}
-    backend = get_backend()
-    if isinstance(backend, SupportsLimits):  # what the kernel holds tasks to on this host
-        context["limits"], context["unlimited"] = backend.describe_limits(), backend.unlimited()
-    return render(request, "clusters/manage_nodes.html", context)

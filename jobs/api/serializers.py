@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from clusters.api.vcs import QuotaSerializer
 from portal.openapi import nullable_int
 
 
@@ -268,3 +269,33 @@ class JobEventsSerializer(serializers.Serializer[dict[str, object]]):
     state = serializers.CharField()
     totalCount = serializers.IntegerField()
     data = EventSerializer(many=True)
+
+
+class ResourcesSerializer(serializers.Serializer[dict[str, object]]):
+    cpu = nullable_int()
+    gpu = nullable_int()
+    vCores = nullable_int()
+    memory = nullable_int()
+    GPUs = nullable_int()
+    gpuTypes = serializers.DictField(child=serializers.IntegerField(), allow_null=True)
+
+
+class VirtualClusterSerializer(serializers.Serializer[dict[str, object]]):
+    description = serializers.CharField(allow_blank=True)
+    quota = QuotaSerializer(
+        required=False, help_text="the limits as set (null: none); resources* count them"
+    )
+    capacity = serializers.FloatField()
+    usedCapacity = serializers.FloatField()
+    maxCapacity = serializers.FloatField()
+    resourcesUsed = ResourcesSerializer()
+    resourcesBorrowed = ResourcesSerializer()
+    resourcesGuaranteed = ResourcesSerializer()
+    resourcesTotal = ResourcesSerializer()
+    numJobs = serializers.IntegerField()
+    numActiveJobs = serializers.IntegerField()
+    numPendingJobs = serializers.IntegerField()
+    strictFifo = serializers.BooleanField()
+    openToAll = serializers.BooleanField()
+    dedicated = serializers.BooleanField()
+    status = serializers.CharField()

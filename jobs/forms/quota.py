@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from clusters.models import DEFAULT_VIRTUAL_CLUSTER, DefaultVirtualCluster, VirtualCluster
-from clusters.overview import overview
+from jobs.vc_usage import overview
 
 
 @dataclass

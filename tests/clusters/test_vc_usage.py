@@ -17,8 +17,9 @@ from django.utils import timezone
 
 from clusters import usage
 from clusters.models import VCUsageSample, VirtualCluster
-from clusters.tasks import sample_vc_usage
 from jobs import lifecycle
+from jobs.tasks import sample_vc_usage
+from jobs.vc_usage import overview
 from tests.clusters.helpers import cluster, job_text, vc
 from tests.clusters.test_cluster_page import gpu_job, page_of, run_on
 
@@ -37,7 +38,7 @@ def test_beat_samples_every_virtual_cluster_each_minute(settings):
     app = Celery("probe", set_as_current=False)
     schedule_reconcile(sender=app)
     entry = app.conf.beat_schedule["sample virtual clusters' use"]
-    assert entry["task"] == "clusters.tasks.sample_vc_usage" == sample_vc_usage.name
+    assert entry["task"] == "jobs.tasks.sample_vc_usage" == sample_vc_usage.name
     assert entry["schedule"] == usage.SAMPLE_SECONDS == 60.0
 
 
@@ -49,7 +50,7 @@ def test_a_sample_holds_what_running_jobs_hold_borrowed_included_and_the_queue(a
     run_on(borrowed)
     type(borrowed).objects.filter(id=borrowed.id).update(borrowing=True)
     lifecycle.submit(alice, job_text("waits"), virtual_cluster="research")
-    assert usage.record(NOW) == VirtualCluster.objects.count()
+    assert usage.record(overview()[0], NOW) == VirtualCluster.objects.count()
     got = VCUsageSample.objects.get(virtual_cluster=research)
     assert (got.time, got.cpu, got.memory_mb, got.gpus) == (NOW, 5, 2000, {"V100": 2})
     assert (got.running, got.waiting) == (2, 1)
@@ -142,7 +143,7 @@ def test_beat_being_down_breaks_the_line_instead_of_drawing_across_the_gap(alice
     now = timezone.now()
     for minutes in (120, 119, 118, 30, 29):
         sample(research, now - timedelta(minutes=minutes), cpu=2)
-    (chart,) = usage.charts([v for v in usage.overview()[0] if v.vc == research], now)[research.id]
+    (chart,) = usage.charts([v for v in overview()[0] if v.vc == research], now)[research.id]
     assert len(chart.lines) == 2
 
 

@@ -26,11 +26,11 @@ from django.shortcuts import render
 from clusters.capacity import total
 from clusters.demand import demand_of
 from clusters.models import Node, VirtualCluster
-from clusters.overview import overview
 from clusters.resources import ANY_GPU, Resources
 from clusters.usage import charts
 from jobs.models import Job, Task
 from jobs.states import LIVE_TASK_STATES, JobState
+from jobs.vc_usage import overview
 
 
 @dataclass

@@ -10,10 +10,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from clusters.models import VirtualCluster
-from clusters.overview import overview
 from clusters.usage import charts
 from jobs.access import listable_jobs
 from jobs.states import JobState
+from jobs.vc_usage import overview
 
 
 @login_required
