@@ -16,6 +16,8 @@ RUN python3 -m venv /opt/portal
 WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./
 COPY portal portal
+COPY accounts accounts
+COPY apikit apikit
 COPY jobs jobs
 COPY clusters clusters
 COPY protocol protocol

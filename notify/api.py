@@ -14,11 +14,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.api.users import PERSON_WRITES, forbidden, is_admin, no_user
+from apikit.openapi import ERRORS, MessageSerializer
 from notify import options
 from notify.models import EVENTS
 from notify.probe import send_probe
-from portal.accounts.api.users import PERSON_WRITES, forbidden, is_admin, no_user
-from portal.openapi import ERRORS, MessageSerializer
 from protocol.notify_extras import MAX_WAITING_MINUTES
 
 User = get_user_model()

@@ -4,7 +4,7 @@ PostgreSQL refuses a NUL character in text, and a lone surrogate (JSON's ``"\\ud
 be encoded at all: either one, in any filter, form field, path part or JSON value, used to end
 as a 500 wherever it reached the database or a response. This middleware checks the path's
 parts, the query string and the forms of pages; the API's bodies are checked by its parsers
-(``portal.parsers``), a job's own text by the protocol (``protocol.characters``), with
+(``apikit.parsers``), a job's own text by the protocol (``protocol.characters``), with
 the job's paths in the message.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, QueryDict
 
-from portal.api import bad_request_response
-from portal.parsers import first_unstorable
+from apikit.errors import bad_request_response
+from apikit.parsers import first_unstorable
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -43,7 +43,7 @@ class InputGuardMiddleware:
     ) -> HttpResponse | None:
         problem = first_unstorable((name, [value]) for name, value in kwargs.items())
         problem = problem or first_unstorable(request.GET.lists())
-        # An API view's body is read by its own parsers (``portal.parsers`` check forms too):
+        # An API view's body is read by its own parsers (``apikit.parsers`` check forms too):
         # read here, a job file sent as a form (``curl -d @job.yaml``) would be taken apart.
         api_view = getattr(view, "cls", None) is not None  # DRF's as_view() sets it
         if not (problem or api_view) and request.content_type in FORM_TYPES:

@@ -41,7 +41,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Redoc served from here: /api/docs/ works without internet
     "channels",
     "portal",
-    "portal.accounts",
+    "accounts",
     "clusters",
     "jobs",
     "notify",  # alerts by e-mail and webhook; jobs, clusters and portal never import it
@@ -215,23 +215,23 @@ CHANNEL_LAYERS = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "portal.accounts.authentication.BearerTokenAuthentication",
+        "accounts.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "portal.api.exception_handler",
+    "EXCEPTION_HANDLER": "apikit.errors.exception_handler",
     # JSON refused with a 400 naming the field when it holds NUL or a lone surrogate, or nests
-    # too deeply (portal.parsers).
+    # too deeply (apikit.parsers).
     "DEFAULT_PARSER_CLASSES": [
-        "portal.parsers.SafeJSONParser",
-        "portal.parsers.SafeFormParser",
-        "portal.parsers.SafeMultiPartParser",
+        "apikit.parsers.SafeJSONParser",
+        "apikit.parsers.SafeFormParser",
+        "apikit.parsers.SafeMultiPartParser",
     ],
     # Per-user limits; a caller over them gets 429 with Retry-After.
     "DEFAULT_THROTTLE_CLASSES": [
-        "portal.throttling.UserRateThrottle",
-        "portal.throttling.AnonRateThrottle",
+        "apikit.throttling.UserRateThrottle",
+        "apikit.throttling.AnonRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "user": env_str("API_RATE_USER", "1200/minute"),
@@ -336,7 +336,7 @@ API_APPLICATION_TOKEN_SECONDS = env_int("API_APPLICATION_TOKEN_SECONDS", 10 * 36
 # exist (either way the login is rate-limited per address, API_RATE_ANON).
 API_LOGIN_HIDES_UNKNOWN_USERS = env_bool("API_LOGIN_HIDES_UNKNOWN_USERS", False)
 
-# Accounts kept by the lab's directory or single sign-on (portal.accounts.directory): which of
+# Accounts kept by the lab's directory or single sign-on (accounts.directory): which of
 # its groups the portal uses, as which portal group (ext=portal,...), and which make admins.
 DIRECTORY_GROUPS = env_pairs("DIRECTORY_GROUPS")
 if not all(DIRECTORY_GROUPS.values()):
@@ -346,7 +346,7 @@ DIRECTORY_ADMIN_GROUPS = env_list("DIRECTORY_ADMIN_GROUPS", [])
 # trusted again only after asking the directory anew.
 DIRECTORY_RECHECK_SECONDS = env_float("DIRECTORY_RECHECK_SECONDS", 300.0, minimum=0.0)
 
-# Sign-in with the lab's LDAP directory (portal.accounts.ldap, README "LDAP sign-in"): on when
+# Sign-in with the lab's LDAP directory (accounts.ldap, README "LDAP sign-in"): on when
 # LDAP_SERVER_URI is set (ldap://host, ldaps://host:636). The portal binds as LDAP_BIND_DN
 # (empty: anonymously) to find the entry LDAP_USER_FILTER names under LDAP_USER_SEARCH_BASE
 # ({username}: the name typed, escaped; a filter that leaves out disabled accounts makes them
@@ -391,7 +391,7 @@ _local_accounts = env_str("LOCAL_ACCOUNTS", "on").strip().lower()
 if _local_accounts not in ("on", "off", "true", "false", "1", "0"):
     raise ImproperlyConfigured(f"LOCAL_ACCOUNTS must be on or off, not {_local_accounts!r}")
 LOCAL_ACCOUNTS = _local_accounts in ("on", "true", "1")
-# Single sign-on with OpenID Connect (portal.accounts.oidc, README "Single sign-on"): on when
+# Single sign-on with OpenID Connect (accounts.oidc, README "Single sign-on"): on when
 # OIDC_ISSUER and OIDC_CLIENT_ID are set. The login page then offers "Sign in with
 # OIDC_PROVIDER_NAME" beside the password form. The provider's endpoints come from its
 # discovery document (OIDC_ISSUER/.well-known/openid-configuration), read at the first sign-in
@@ -440,9 +440,9 @@ LOGIN_REDIRECT_URL_FAILURE = "login"
 # portal's accounts; each checks a session's account at each request (accounts.ldap_backend:
 # LOCAL_ACCOUNTS, and a directory account still in the directory).
 AUTHENTICATION_BACKENDS = [
-    *(["portal.accounts.ldap_backend.LDAPBackend"] if LDAP_SERVER_URI else []),
-    *(["portal.accounts.oidc.OIDCBackend"] if OIDC_ENABLED else []),
-    "portal.accounts.ldap_backend.LocalAccountBackend",
+    *(["accounts.ldap_backend.LDAPBackend"] if LDAP_SERVER_URI else []),
+    *(["accounts.oidc.OIDCBackend"] if OIDC_ENABLED else []),
+    "accounts.ldap_backend.LocalAccountBackend",
 ]
 
 LOGGING = {

@@ -4,13 +4,13 @@ from drf_spectacular.views import SpectacularAPIView
 
 import portal.converters  # noqa: F401  (registers <username:...>)
 import portal.views
-from portal.accounts.oidc_views import (
+from accounts.oidc_views import (
     CallbackView,
     LoginPageView,
     LogoutPageView,
     SignInView,
 )
-from portal.accounts.views import account, new_application_token, revoke_token
+from accounts.views import account, new_application_token, revoke_token
 from portal.apidocs import ApiDocsView
 from portal.favicon import favicon
 from portal.metrics import metrics
@@ -28,9 +28,9 @@ urlpatterns = [
     path("oidc/callback/", CallbackView.as_view(), name="oidc-callback"),
     path("admin/", admin.site.urls),
     path("jobs/", include("jobs.urls")),
-    path("api/v1/", include("portal.accounts.api.v1_urls")),
+    path("api/v1/", include("accounts.api.v1_urls")),
     path("api/v1/", include("jobs.api.v1_urls")),
-    path("api/v2/", include("portal.accounts.api.urls")),
+    path("api/v2/", include("accounts.api.urls")),
     path("api/v2/", include("jobs.api.urls")),
     path("api/v2/", include("clusters.api.urls")),
     path("api/v2/", include("notify.api_urls")),  # by name: portal imports no notify
@@ -43,5 +43,5 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", ApiDocsView.as_view(), name="api-docs"),
 ]
-handler400 = "portal.api.bad_request"
-handler404 = "portal.api.not_found"
+handler400 = "apikit.errors.bad_request"
+handler404 = "apikit.errors.not_found"

@@ -14,10 +14,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikit.openapi import ERRORS
 from clusters import capacity
 from clusters.models import Node, Storage
 from clusters.registry import get_backend
-from portal.openapi import ERRORS
 
 
 class StorageSummarySerializer(serializers.Serializer[dict[str, Any]]):

@@ -17,12 +17,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikit.openapi import ERRORS, MessageSerializer, nullable_int
+from apikit.permissions import APPLICATIONS_NOT_ALLOWED, is_application
 from clusters.capacity import cluster_capacity
 from clusters.models import Node, VirtualCluster
 from clusters.quota import Limit, quota_of
 from clusters.usage import CHART_HOURS, SAMPLE_SECONDS, points
-from portal.accounts.permissions import APPLICATIONS_NOT_ALLOWED, is_application
-from portal.openapi import ERRORS, MessageSerializer, nullable_int
 
 
 class QuotaSerializer(serializers.Serializer[dict[str, object]]):

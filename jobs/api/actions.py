@@ -15,13 +15,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikit.openapi import ERRORS, ErrorSerializer, MessageSerializer
 from jobs import lifecycle
 from jobs.access import is_admin, job_for, job_view_for, listable_jobs, summary_reason
 from jobs.api.negotiation import ViewChoosesType
 from jobs.api.openpai import api_base_url, epoch_ms, job_detail
 from jobs.api.serializers import HealthSerializer, JobAttemptSerializer, JobEventsSerializer
 from jobs.models import Job, JobAttempt
-from portal.openapi import ERRORS, ErrorSerializer, MessageSerializer
 from protocol import dump_yaml, mask_secrets
 
 

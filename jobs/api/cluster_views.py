@@ -9,12 +9,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikit.openapi import ERRORS, error
 from backends.base import BackendUnavailable
 from clusters.registry import get_backend
 from jobs.access import is_admin
 from jobs.alerts import alerts_for
 from jobs.pods import live_pods
-from portal.openapi import ERRORS, error
 
 
 class PodListSerializer(serializers.Serializer[dict[str, object]]):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from apikit.openapi import nullable_int
 from clusters.api.vcs import QuotaSerializer
-from portal.openapi import nullable_int
 
 
 class SubmittedSerializer(serializers.Serializer[dict[str, object]]):

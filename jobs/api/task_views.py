@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikit.openapi import ERRORS, MessageSerializer
 from clusters.registry import get_backend
 from jobs.access import job_for, job_view_for
 from jobs.api.openpai import api_base_url, container_log, task_detail
@@ -22,7 +23,6 @@ from jobs.api.serializers import TaskDetailSerializer, TaskLogListSerializer
 from jobs.models import Job, JobAttempt, Task
 from jobs.sshinfo import ssh_info, sshd_states
 from jobs.tasklogs import MAX_TAIL_BYTES, LogResponse, read_task_log, task_log_chunks
-from portal.openapi import ERRORS, MessageSerializer
 
 STREAMS = ("stdout", "stderr")
 # The names OpenPAI's runtime gives the same logs; openpaisdk appends them to a v1

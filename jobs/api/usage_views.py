@@ -12,10 +12,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikit.openapi import ERRORS
 from jobs.access import job_for
 from jobs.models import JobAttempt
 from jobs.usage import FIELDS, job_usage
-from portal.openapi import ERRORS
 
 
 class UsageWarningSerializer(serializers.Serializer[dict[str, str]]):

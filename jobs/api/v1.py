@@ -1,6 +1,6 @@
 """The ``/api/v1/*`` paths OpenPAI's Python SDK (openpaisdk) calls, as the v2 operations where
 the answer has the same shape: a user's jobs (list, submit, detail, ssh, Stop); a token and a
-user are ``portal.accounts.api.v1``'s; the virtual clusters, with v1's numbers-only resources.
+user are ``accounts.api.v1``'s; the virtual clusters, with v1's numbers-only resources.
 OpenPAI's deployments put ``/rest-server`` before them, which portal.apipaths takes off."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikit.openapi import ERRORS
 from jobs.access import job_for
 from jobs.api.actions import ExecutionTypeView
 from jobs.api.negotiation import ViewChoosesType
@@ -22,7 +23,6 @@ from jobs.api.serializers import VirtualClusterSerializer
 from jobs.api.task_views import JobSshView
 from jobs.api.vcs import VirtualClustersView, VirtualClusterView
 from jobs.api.views import JobDetailView, JobsView
-from portal.openapi import ERRORS
 from protocol import dump_yaml, mask_secrets
 
 

@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikit.openapi import ERRORS, MessageSerializer
 from clusters.api.vcs import error, quota_shape, refused_change
 from clusters.models import VirtualCluster
 from clusters.overview import VCView
@@ -22,7 +23,6 @@ from clusters.resources import Resources
 from clusters.vc_changes import delete, quota_problems
 from jobs.api.serializers import VirtualClusterSerializer
 from jobs.vc_usage import overview
-from portal.openapi import ERRORS, MessageSerializer
 
 
 def shape(r: Resources | Limit, ceiling: Limit | None = None) -> dict[str, Any]:

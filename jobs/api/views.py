@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikit.openapi import ERRORS, ErrorSerializer
 from jobs import lifecycle
 from jobs.access import job_view_for
 from jobs.api.actions import pending_attempt
@@ -23,7 +24,6 @@ from jobs.api.serializers import (
     SubmittedSerializer,
 )
 from jobs.models import JobAttempt
-from portal.openapi import ERRORS, ErrorSerializer
 from protocol import json_schema
 
 LIST_PARAMETERS = {

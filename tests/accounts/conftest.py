@@ -39,8 +39,8 @@ def point_at(settings, server: Slapd) -> None:  # type: ignore[no-untyped-def]
     settings.DIRECTORY_RECHECK_SECONDS = 300.0
     settings.LOCAL_ACCOUNTS = True
     settings.AUTHENTICATION_BACKENDS = [
-        "portal.accounts.ldap_backend.LDAPBackend",
-        "portal.accounts.ldap_backend.LocalAccountBackend",
+        "accounts.ldap_backend.LDAPBackend",
+        "accounts.ldap_backend.LocalAccountBackend",
     ]
 
 

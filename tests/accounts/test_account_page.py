@@ -8,7 +8,7 @@ import re
 import pytest
 from django.test import Client
 
-from portal.accounts.models import ApiToken
+from accounts.models import ApiToken
 
 pytestmark = pytest.mark.django_db
 

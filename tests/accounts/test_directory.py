@@ -1,4 +1,4 @@
-"""What a directory's groups grant at sign-in (portal.accounts.directory), whichever sign-in
+"""What a directory's groups grant at sign-in (accounts.directory), whichever sign-in
 (LDAP or OIDC) brings them."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group, User
 
+from accounts.directory import apply_directory_groups, source_of
+from accounts.models import Account
 from clusters.models import VirtualCluster
-from portal.accounts.directory import apply_directory_groups, source_of
-from portal.accounts.models import Account
 
 pytestmark = pytest.mark.django_db
 

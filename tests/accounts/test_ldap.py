@@ -19,9 +19,9 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from accounts.authentication import token_owner
+from accounts.models import Account, hash_token
 from clusters.models import VirtualCluster
-from portal.accounts.authentication import token_owner
-from portal.accounts.models import Account, hash_token
 from tests.accounts.conftest import point_at
 from tests.support.slapd import PEOPLE, Slapd, password_of
 
@@ -287,7 +287,7 @@ def test_a_local_accounts_token_costs_the_one_query_it_did(alice, django_assert_
 
 def test_without_ldap_settings_the_directory_is_not_asked(slapd, settings, alice):
     assert settings.LDAP_SERVER_URI == ""
-    assert settings.AUTHENTICATION_BACKENDS == ["portal.accounts.ldap_backend.LocalAccountBackend"]
+    assert settings.AUTHENTICATION_BACKENDS == ["accounts.ldap_backend.LocalAccountBackend"]
     assert api_login("alice-ldap", password_of("alice-ldap")).status_code == 400
     assert api_login("alice", "alice-secret-pw").status_code == 200
 
@@ -324,8 +324,8 @@ def test_the_settings_read_from_the_environment(tmp_path: Path):
     assert json.loads(done.stdout) == [
         False,
         [
-            "portal.accounts.ldap_backend.LDAPBackend",
-            "portal.accounts.ldap_backend.LocalAccountBackend",
+            "accounts.ldap_backend.LDAPBackend",
+            "accounts.ldap_backend.LocalAccountBackend",
         ],
         "from-a-file",
         "posixGroup",

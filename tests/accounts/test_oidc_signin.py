@@ -24,9 +24,9 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from rest_framework.test import APIClient
 
+from accounts import oidc
+from accounts.models import Account
 from clusters.models import VirtualCluster
-from portal.accounts import oidc
-from portal.accounts.models import Account
 from tests.conftest import make_user
 from tests.support.oidc_provider import ACCOUNTS, GROUPS_SCOPES, OidcProvider, oidc_provider
 from tests.support.servers import free_port
@@ -57,8 +57,8 @@ def point_at(settings, provider: OidcProvider | None, issuer: str = "") -> None:
     settings.DIRECTORY_ADMIN_GROUPS = ["portal-admins"]
     settings.LOCAL_ACCOUNTS = True
     settings.AUTHENTICATION_BACKENDS = [
-        "portal.accounts.oidc.OIDCBackend",
-        "portal.accounts.ldap_backend.LocalAccountBackend",
+        "accounts.oidc.OIDCBackend",
+        "accounts.ldap_backend.LocalAccountBackend",
     ]
 
 

@@ -16,8 +16,8 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from drf_spectacular.generators import SchemaGenerator
 
+from accounts.models import ApiToken
 from jobs.models import Task
-from portal.accounts.models import ApiToken
 from tests.api.helpers import job_with_tasks
 from tests.jobs.samples import hello_job
 

@@ -14,10 +14,10 @@ from django.test import Client
 from hypothesis import given
 from hypothesis import strategies as st
 
+from accounts.models import ApiToken
 from backends.base import LOG_CHUNK_BYTES
 from jobs import lifecycle
 from jobs.models import JobAttempt, Task
-from portal.accounts.models import ApiToken
 from protocol import SecretMasker
 from tests.jobs.samples import hello_job
 from tests.support.servers import web_server

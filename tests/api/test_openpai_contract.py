@@ -11,11 +11,11 @@ import pytest
 import yaml
 from django.contrib.auth.models import Group, User
 
+from accounts.api import users as users_api
+from accounts.models import ApiToken
 from clusters.models import Storage
 from jobs.exitspec import explain
 from jobs.models import Job, Task
-from portal.accounts.api import users as users_api
-from portal.accounts.models import ApiToken
 from tests.api.helpers import job_with_tasks
 from tests.api.schema_runner import run_schema
 

@@ -11,9 +11,9 @@ import pytest
 from django.contrib.auth.models import Group, User
 from rest_framework.test import APIClient
 
+from accounts.models import ApiToken
+from apikit.throttling import AnonRateThrottle
 from clusters.models import VirtualCluster
-from portal.accounts.models import ApiToken
-from portal.throttling import AnonRateThrottle
 from tests.api.helpers import client_for
 
 pytestmark = pytest.mark.django_db

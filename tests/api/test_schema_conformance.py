@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from portal.accounts.models import ApiToken
+from accounts.models import ApiToken
 from tests.api.helpers import client_for, job_with_tasks
 from tests.api.schema_runner import run_schema
 

@@ -43,7 +43,7 @@ def test_an_admin_creates_a_user_in_a_virtual_cluster(admin):
 
 
 def test_a_user_created_alongside_by_another_request_is_a_409_not_a_500(admin, monkeypatch):
-    from portal.accounts.api import users as users_api
+    from accounts.api import users as users_api
 
     real = users_api.checked_password
 

@@ -12,8 +12,8 @@ import pytest
 import requests
 from django.contrib.auth.models import Group, User
 
+from accounts.models import Account
 from clusters.models import VirtualCluster
-from portal.accounts.models import Account
 from tests.support.oidc_provider import (
     CLIENT_ID,
     CLIENT_SECRET,

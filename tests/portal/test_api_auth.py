@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from portal import throttling
-from portal.accounts.models import ApiToken
-from portal.throttling import UserRateThrottle
+from accounts.models import ApiToken
+from apikit import throttling
+from apikit.throttling import UserRateThrottle
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.django_db

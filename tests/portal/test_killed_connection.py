@@ -14,7 +14,7 @@ import pytest
 import requests
 from django.db import connection
 
-from portal.accounts.models import ApiToken
+from accounts.models import ApiToken
 from tests.support.servers import ROOT, web_server
 from tests.waiting import wait_for
 

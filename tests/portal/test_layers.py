@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = str(Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "lint-imports")
-PACKAGES = ("protocol", "backends", "jobs", "clusters", "portal", "notify")
+PACKAGES = ("protocol", "backends", "apikit", "clusters", "jobs", "accounts", "notify", "portal")
 # Function-level imports with a reason other than a cycle: Django wants the Celery tasks
 # registered in AppConfig.ready; a backend is imported only when settings choose it.
 ALLOWED = {

@@ -12,8 +12,8 @@ import requests
 from django.http import HttpRequest
 from django.test import Client
 
+from accounts.models import ApiToken
 from jobs.models import Job, JobEvent
-from portal.accounts.models import ApiToken
 from portal.unavailable import ServiceUnavailableMiddleware
 from tests.jobs.samples import hello_job
 from tests.support.servers import web_server

@@ -1,4 +1,4 @@
-"""The pages of single sign-on (OpenID Connect, portal.accounts.oidc), and OpenPAI's paths to
+"""The pages of single sign-on (OpenID Connect, accounts.oidc), and OpenPAI's paths to
 them.
 
 ``/oidc/authenticate/`` sends the browser to the provider's sign-in; the provider sends it
@@ -34,7 +34,7 @@ from mozilla_django_oidc.views import (
     OIDCAuthenticationRequestView,
 )
 
-from portal.accounts.oidc import (
+from accounts.oidc import (
     REFUSAL,
     ProviderUnavailable,
     provider_metadata,

@@ -12,8 +12,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from portal.accounts.directory import source_of
-from portal.accounts.models import Account, ApiToken
+from accounts.directory import source_of
+from accounts.models import Account, ApiToken
 
 SOURCES = dict(Account.SOURCES)
 

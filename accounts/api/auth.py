@@ -11,11 +11,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.accounts.ldap_backend import DirectoryDown
-from portal.accounts.models import ApiToken, hash_token
-from portal.accounts.oidc_views import authn_info, authn_method
-from portal.accounts.permissions import NoApplications
-from portal.openapi import (
+from accounts.ldap_backend import DirectoryDown
+from accounts.models import ApiToken, hash_token
+from accounts.oidc_views import authn_info, authn_method
+from apikit.openapi import (
     ERRORS,
     ApplicationTokenSerializer,
     AuthnInfoSerializer,
@@ -25,6 +24,7 @@ from portal.openapi import (
     TokensSerializer,
     error,
 )
+from apikit.permissions import NoApplications
 
 
 class LoginSerializer(serializers.Serializer[dict[str, object]]):

@@ -7,15 +7,16 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from portal.accounts.models import ApiToken
-
 # OpenPAI's text: its SDKs compare it, not only the code.
 APPLICATIONS_NOT_ALLOWED = "Applications are not allowed to do this operation."
 
 
 def is_application(request: Request) -> bool:
     """Whether the call carries an application token (``POST /api/v2/tokens/application``)."""
-    return isinstance(request.auth, ApiToken) and request.auth.kind == "application"
+    # request.auth is the ApiToken that authenticated the call (accounts.authentication), or
+    # None for a session: read by its kind, so that every app's API may ask without importing
+    # the accounts app.
+    return getattr(request.auth, "kind", None) == "application"
 
 
 class NoApplicationWrites(BasePermission):

@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.http import HttpRequest
 
-from portal.accounts.models import ApiToken
-from portal.accounts.removal import UserHasLiveJobs, live_job_count
+from accounts.models import ApiToken
+from accounts.removal import UserHasLiveJobs, live_job_count
 
 
 @admin.register(ApiToken)

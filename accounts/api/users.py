@@ -18,10 +18,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.removal import UserHasLiveJobs, remove_user
+from apikit.openapi import ERRORS, ErrorSerializer, MessageSerializer
+from apikit.permissions import NoApplicationWrites
 from clusters.models import Storage, VirtualCluster
-from portal.accounts.permissions import NoApplicationWrites
-from portal.accounts.removal import UserHasLiveJobs, remove_user
-from portal.openapi import ERRORS, ErrorSerializer, MessageSerializer
 
 User = get_user_model()
 NAME = r"^[\w.@+-]+$"

@@ -14,7 +14,7 @@ module adds to it:
   the userinfo answer held to the ID token's subject;
 - the claims mapped: the username (refused on the login page when missing or not a valid
   portal username, :class:`SignInRefused`), the e-mail, and the groups, applied at every
-  sign-in through :func:`portal.accounts.directory.apply_directory_groups`.
+  sign-in through :func:`accounts.directory.apply_directory_groups`.
 
 Users are matched by username only (never by e-mail). An account of another kind of the same
 name is not taken over: an LDAP one, nor a local one with a password (the first admin); a local
@@ -38,9 +38,9 @@ from django.core.exceptions import SuspiciousOperation, ValidationError
 from django.db import transaction
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from portal.accounts.directory import apply_directory_groups, source_of
-from portal.accounts.ldap_backend import CheckedSessions
-from portal.accounts.models import Account
+from accounts.directory import apply_directory_groups, source_of
+from accounts.ldap_backend import CheckedSessions
+from accounts.models import Account
 
 logger = logging.getLogger(__name__)
 

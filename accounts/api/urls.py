@@ -1,7 +1,7 @@
 from django.urls import path
 
-import portal.openapi  # noqa: F401  (registers the bearer scheme with drf-spectacular)
-from portal.accounts.api.auth import (
+import apikit.openapi  # noqa: F401  (registers the bearer scheme with drf-spectacular)
+from accounts.api.auth import (
     ApplicationTokenView,
     AuthnInfoView,
     InfoView,
@@ -10,14 +10,14 @@ from portal.accounts.api.auth import (
     TokensView,
     TokenView,
 )
-from portal.accounts.api.groups import (
+from accounts.api.groups import (
     GroupsView,
     GroupUsersView,
     GroupView,
     UserGroupListView,
     UserGroupView,
 )
-from portal.accounts.api.legacy_users import (
+from accounts.api.legacy_users import (
     LegacyAdminView,
     LegacyEmailView,
     LegacyPasswordView,
@@ -27,8 +27,8 @@ from portal.accounts.api.legacy_users import (
     LegacyUserView,
     LegacyVirtualClusterView,
 )
-from portal.accounts.api.users import MeView, UsersView, UserView
-from portal.accounts.oidc_views import api_oidc_login, api_oidc_logout
+from accounts.api.users import MeView, UsersView, UserView
+from accounts.oidc_views import api_oidc_login, api_oidc_logout
 
 # Signing in and out, under /api/v1/ too (v1_urls).
 auth_urlpatterns = [

@@ -13,8 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.accounts.api.groups import UserGroupListView, UserGroupView
-from portal.accounts.api.users import (
+from accounts.api.groups import UserGroupListView, UserGroupView
+from accounts.api.users import (
     PERSON_WRITES,
     User,
     UsersView,
@@ -26,7 +26,7 @@ from portal.accounts.api.users import (
     no_user,
     set_virtual_clusters,
 )
-from portal.openapi import ERRORS, MessageSerializer
+from apikit.openapi import ERRORS, MessageSerializer
 
 
 class LegacyUsersView(UsersView):

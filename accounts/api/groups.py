@@ -15,8 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.accounts.api.users import PERSON_WRITES, error, forbidden, is_admin, no_user
-from portal.openapi import ERRORS, MessageSerializer
+from accounts.api.users import PERSON_WRITES, error, forbidden, is_admin, no_user
+from apikit.openapi import ERRORS, MessageSerializer
 
 User = get_user_model()
 GROUP_NAME = r"^[\w.@+-]+$"

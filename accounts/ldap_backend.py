@@ -22,9 +22,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from portal.accounts import ldap
-from portal.accounts.directory import apply_directory_groups, source_of
-from portal.accounts.models import Account
+from accounts import ldap
+from accounts.directory import apply_directory_groups, source_of
+from accounts.models import Account
 
 logger = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@ calls, as the v2 operations."""
 
 from __future__ import annotations
 
-from portal.accounts.api.auth import LoginView
-from portal.accounts.api.users import UserView
+from accounts.api.auth import LoginView
+from accounts.api.users import UserView
 
 
 class V1TokenView(LoginView):

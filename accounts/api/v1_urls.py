@@ -1,7 +1,7 @@
 from django.urls import path
 
-from portal.accounts.api.urls import auth_urlpatterns
-from portal.accounts.api.v1 import V1TokenView, V1UserView
+from accounts.api.urls import auth_urlpatterns
+from accounts.api.v1 import V1TokenView, V1UserView
 
 urlpatterns = [
     *auth_urlpatterns,

@@ -9,8 +9,8 @@ from typing import Any
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from portal.accounts.ldap_backend import still_trusted
-from portal.accounts.models import ApiToken, hash_token
+from accounts.ldap_backend import still_trusted
+from accounts.models import ApiToken, hash_token
 
 # OpenPAI's text (token.js ``check``): its SDKs compare it, not only the code.
 UNAUTHORIZED_MESSAGE = "Your token is invalid."

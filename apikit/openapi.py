@@ -16,7 +16,7 @@ def nullable_int() -> serializers.IntegerField:
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
-    target_class = "portal.accounts.authentication.BearerTokenAuthentication"
+    target_class = "accounts.authentication.BearerTokenAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:

@@ -18,7 +18,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from portal.accounts.models import Account
+from accounts.models import Account
 
 
 def portal_groups_of(directory_groups: Iterable[str]) -> set[str]:
