@@ -1,7 +1,7 @@
 """What it takes to SSH into a job's tasks: per task its IP and ``ssh`` port, the job key's
 fingerprint (OpenSSH's ``SHA256:...``) and the ``ssh`` command line to paste.
 
-The ssh plugin's sshd (``jobs.runtime.ssh.SSHD``) listens on the task's ``ssh`` port and lets
+The ssh plugin's sshd (``jobs.plugins.ssh.script.SSHD``) listens on the task's ``ssh`` port and lets
 in the task's own user: the portal's user on the local backend, the image's (root) in a pod.
 Whether it started is what the task's bootstrap said in its log (``sshd_state``): a command is
 shown only for a task whose sshd listens, else why nobody can ssh in and how to get sshd."""
@@ -25,7 +25,7 @@ from clusters.registry import get_backend, local_sandbox, tasks_use_host_program
 from jobs import plugins
 from jobs.models import Job, Task
 
-# What the bootstrap's ssh step writes to stderr (``jobs.runtime.ssh``), near the log's start.
+# What the bootstrap's ssh step writes to stderr (``jobs.plugins.ssh.script``), near the start.
 SSHD_LISTENS = re.compile(rb"^\[portal\] ssh: sshd \(pid \d+\) listens on port \d+", re.M)
 SSHD_NOT_STARTED = re.compile(
     rb"^\[portal\] ssh: (no sshd in the image|sshd not started: [^\n]*|sshd did not start)", re.M

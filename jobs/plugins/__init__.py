@@ -4,6 +4,10 @@ A list of ``{plugin: <name>, parameters: {...}, taskroles: [...]}`` entries: ``s
 (``jobssh``, ``userssh``), ``cmd`` (``callbacks`` on ``taskStarts`` / ``taskSucceeds``, or
 ``preCommands`` / ``postCommands``) and ``teamwise_storage`` (``storageConfigNames``). The
 ``debug`` plugin is ``jobEnvs.isDebug`` (v1 ``jobEnvs`` or v2 ``extras.jobEnvs``). Pure Python.
+
+Each plugin is in one place: ``ssh/`` (its keys, and its part of a task's bootstrap script),
+``storage.py`` (``teamwise_storage``: checked at submit, mounted at launch), ``tensorboard.py``
+(its part of the bootstrap script); ``cmd`` is read here and run by ``jobs.runtime.script``.
 """
 
 from __future__ import annotations

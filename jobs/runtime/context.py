@@ -6,7 +6,8 @@ from django.conf import settings
 
 from jobs import plugins
 from jobs.models import Job
-from jobs.plugins import ssh, storage
+from jobs.plugins import storage
+from jobs.plugins.ssh import keys as ssh
 from jobs.runtime.env import JobContext
 
 

@@ -5,8 +5,8 @@ in the working directory when a backend writes one, and every one that is a name
 until a timeout: exit 201); the task's
 secret files (``task_files``: copied from ``$PAI_FILES_DIR`` where the backend mounts them
 there); plugins (ssh, storage: exit 203 when one cannot be set up; the ssh plugin also starts
-the image's sshd, if it has one, on the task's ``ssh`` port: ``jobs.runtime.ssh``; the
-tensorboard plugin starts the image's TensorBoard: ``jobs.runtime.tensorboard``);
+the image's sshd, if it has one, on the task's ``ssh`` port: ``jobs.plugins.ssh.script``; the
+tensorboard plugin starts the image's TensorBoard: ``jobs.plugins.tensorboard``);
 ``containerStart`` and ``taskStarts`` callbacks in dependency order;
 the deployment's ``preCommands``; the ``cmd`` plugin's pre-commands; the role's commands. Then,
 from an EXIT trap so that they run whatever happened (failure, ``exit``, Stop's SIGTERM): the
@@ -36,9 +36,9 @@ from __future__ import annotations
 import shlex
 
 from jobs import plugins
+from jobs.plugins.ssh.script import SSHD_STOP, ssh_on, ssh_setup
+from jobs.plugins.tensorboard import tensorboard_start, tensorboard_stop
 from jobs.runtime.env import JobContext
-from jobs.runtime.ssh import SSHD_STOP, ssh_on, ssh_setup
-from jobs.runtime.tensorboard import tensorboard_start, tensorboard_stop
 from protocol import Callback, render_callbacks, render_role
 from protocol.prereqs import START_EVENTS
 

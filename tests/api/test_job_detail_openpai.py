@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from jobs import exitspec
 from jobs.models import Job, JobAttempt, Task
-from jobs.plugins.ssh import job_keys
+from jobs.plugins.ssh.keys import job_keys
 from tests.api.helpers import client_for, job_with_tasks
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.utils import timezone
 from clusters.models import VirtualCluster
 from jobs import exitspec, lifecycle
 from jobs.models import Job, Task
-from jobs.plugins.ssh import job_keys
+from jobs.plugins.ssh.keys import job_keys
 from tests.api.helpers import client_for
 from tests.jobs.samples import hello_job
 

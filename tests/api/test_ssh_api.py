@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jobs.models import Task
-from jobs.plugins.ssh import job_keys
+from jobs.plugins.ssh.keys import job_keys
 from jobs.sshinfo import fingerprint, ssh_info, ssh_user
 from tests.api.helpers import client_for, job_with_tasks
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobs import lifecycle
-from jobs.plugins.ssh import job_keys
+from jobs.plugins.ssh.keys import job_keys
 from tests.jobs.samples import hello_job
 
 pytestmark = pytest.mark.django_db

@@ -15,8 +15,8 @@ import pytest
 from backends.base import Placement
 from jobs import lifecycle
 from jobs.models import Task
+from jobs.plugins.ssh.script import SSHD
 from jobs.runtime import JobContext, bootstrap_script, task_environment
-from jobs.runtime.ssh import SSHD
 from jobs.sshinfo import ssh_info, ssh_user
 from jobs.states import JobState
 from tests.jobs.helpers import reconcile_until, settle

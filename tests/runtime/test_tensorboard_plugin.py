@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jobs.runtime.tensorboard import tensorboard_start, tensorboard_stop
+from jobs.plugins.tensorboard import tensorboard_start, tensorboard_stop
 
 
 def job(parameters: dict[str, Any], ports: dict[str, int] | None = None) -> dict[str, Any]:
