@@ -10,7 +10,7 @@ and measures through the REST API (``POST /api/v2/jobs``, v2 YAML):
 - ``--jobs N`` (default 1000) trivial one-CPU jobs submitted by 8 concurrent clients, first
   submit to last finished (the jobs' ``completedTime``): once with the cluster's capacity as the
   local backend reports it (as many at once as there are CPUs), and once on a portal started
-  again with ``LOCAL_CPUS`` at 1,000 jobs per CPU (oversubscribed, as Slurm's ``over``);
+  again with ``LOCAL_CPUS`` at 50 jobs per CPU (oversubscribed, as Slurm's ``over``);
 - submissions per second while those 8 clients submit.
 
 When Slurm can be set up (``bench/slurm-setup.sh``: Debian's slurm-wlm and munge, one node) the
@@ -53,7 +53,7 @@ from backends.local import disk  # noqa: E402 - the tasks' file systems, unmount
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DATABASE = os.environ.get("BENCH_DB", "bench_e2e")  # another name for runs side by side
 CLIENTS = 8
-OVERSUBSCRIBED = 1000  # jobs per CPU, as bench/slurm-setup.sh's partition over (FORCE:1000)
+OVERSUBSCRIBED = 50  # jobs per CPU, as bench/slurm-setup.sh's partition over (FORCE:50)
 RUNS = 10
 PASSWORD = "bench-password"
 FINISHED = ("SUCCEEDED", "FAILED", "STOPPED")

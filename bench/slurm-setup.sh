@@ -4,8 +4,10 @@
 # Installs Debian's slurm-wlm and munge when sbatch is missing, writes a munge key when there is
 # none, writes /etc/slurm/slurm.conf for this host (its name, CPUs and memory; select/cons_tres
 # counting CPUs only) with two partitions on the one node: `bench` (one job per CPU, the default)
-# and `over` (OverSubscribe=FORCE: up to 1000 jobs share each CPU), and starts munged, slurmctld
-# and slurmd as daemons unless they run already. Idempotent: a second run changes nothing that
+# and `over` (OverSubscribe=FORCE: up to 50 jobs share each CPU; at 1000, a 2-CPU node started
+# about a thousand job steps at once, slurmd hit its 256 threads and Slurm drained the node with
+# "Kill task failed"), and starts munged, slurmctld and slurmd as daemons unless they run
+# already. Idempotent: a second run changes nothing that
 # is up and configured. Exits non-zero when Slurm cannot be set up (the bench then runs alone).
 set -eu
 
@@ -65,7 +67,7 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 NodeName=$host CPUs=$cpus RealMemory=$memory_mb State=UNKNOWN
 PartitionName=bench Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
-PartitionName=over Nodes=$host MaxTime=INFINITE State=UP OverSubscribe=FORCE:1000
+PartitionName=over Nodes=$host MaxTime=INFINITE State=UP OverSubscribe=FORCE:50
 EOF
 changed=0
 if ! cmp -s "$new" "$conf"; then
