@@ -12,7 +12,7 @@ from backends.base import Backend, Capacity
 from clusters import registry
 from clusters.models import Node
 from clusters.quota import Limit
-from clusters.resources import Resources
+from clusters.resources import Resources, sum_of
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +44,7 @@ def refresh(backend: Backend) -> list[Node]:
 
 
 def total(nodes: list[Node]) -> Resources:
-    result = Resources()
-    for node in nodes:
-        result = result + Resources(node.cpu, node.memory_mb, dict(node.gpus))
-    return result
+    return sum_of(Resources(node.cpu, node.memory_mb, dict(node.gpus)) for node in nodes)
 
 
 def node_capacities(backend: Backend | None = None) -> dict[str, Resources]:
@@ -77,7 +74,4 @@ def cluster_capacity(backend: Backend | None = None) -> Limit:
 def summed(nodes: dict[str, Resources]) -> Limit:
     if not nodes:
         return Limit()
-    result = Resources()
-    for cap in nodes.values():
-        result = result + cap
-    return Limit.of(result)
+    return Limit.of(sum_of(nodes.values()))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.placement import TaskShape
-from clusters.resources import Resources
+from clusters.resources import Resources, sum_of
 
 PRIORITY_CLASSES = {"crit": 1000, "prod": 100, "test": 10, "oppo": -1}
 
@@ -36,12 +36,10 @@ def tasks_of(protocol: dict[str, Any]) -> tuple[TaskShape, ...]:
 
 def demand_of(protocol: dict[str, Any]) -> Resources:
     """What a canonical job asks for in total: every instance of every role."""
-    total = Resources()
-    for _, n, per in tasks_of(protocol):
-        total = total + Resources(
-            n * per.cpu, n * per.memory_mb, {k: n * c for k, c in per.gpus.items()}
-        )
-    return total
+    return sum_of(
+        Resources(n * per.cpu, n * per.memory_mb, {k: n * c for k, c in per.gpus.items()})
+        for _, n, per in tasks_of(protocol)
+    )
 
 
 def options_of(protocol: dict[str, Any]) -> tuple[int, bool]:

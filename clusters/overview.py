@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from clusters.capacity import cluster_capacity
 from clusters.models import VirtualCluster
 from clusters.quota import Limit, guarantee, quota_of
-from clusters.resources import Resources, gpu_label
+from clusters.resources import Resources, gpu_label, sum_of
 
 
 @dataclass
@@ -71,10 +71,9 @@ class VCView:
 
 
 def guaranteed_sum(quotas: dict[str, Limit]) -> Resources:
-    total = Resources()
-    for q in quotas.values():
-        total = total + Resources(q.cpu or 0, q.memory_mb or 0, dict(q.gpus or {}))
-    return total
+    return sum_of(
+        Resources(q.cpu or 0, q.memory_mb or 0, dict(q.gpus or {})) for q in quotas.values()
+    )
 
 
 def unmet(quotas: dict[str, Limit], capacity: Limit) -> dict[str, list[str]]:

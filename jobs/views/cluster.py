@@ -26,7 +26,7 @@ from django.shortcuts import render
 from clusters.capacity import total
 from clusters.demand import demand_of
 from clusters.models import Node, VirtualCluster
-from clusters.resources import ANY_GPU, Resources
+from clusters.resources import ANY_GPU, Resources, sum_of
 from clusters.usage import charts
 from jobs.models import Job, Task
 from jobs.states import LIVE_TASK_STATES, JobState
@@ -116,9 +116,7 @@ def cluster(request: HttpRequest) -> HttpResponse:
     # Tasks on a node that the last refresh did not list (it left, or beat has not seen it).
     rows += [Row(name, Resources(), held) for name, held in sorted(use.items())]
     views, capacity = overview()
-    running = Resources()
-    for view in views:
-        running = running + view.used + view.borrowed
+    running = sum_of(held for view in views for held in (view.used, view.borrowed))
     usable = set(VirtualCluster.objects.usable_by(request.user).values_list("id", flat=True))
     shown = [v for v in views if v.vc.id in usable]
     history = charts(shown)

@@ -12,7 +12,7 @@ from backends.base import SupportsLimits
 from clusters.capacity import total
 from clusters.models import Node
 from clusters.registry import get_backend
-from clusters.resources import Resources
+from clusters.resources import sum_of
 from clusters.views.manage import admin_only
 from jobs.models import Task
 from jobs.states import LIVE_TASK_STATES
@@ -33,9 +33,7 @@ def nodes(request: HttpRequest) -> HttpResponse:
     for node in rows:
         node.live_tasks = by_node.get(node.name, 0)
     views, _ = overview()
-    used = Resources()
-    for view in views:
-        used = used + view.used + view.borrowed
+    used = sum_of(held for view in views for held in (view.used, view.borrowed))
     context = {"nodes": rows, "capacity": total(rows), "used": used}
     backend = get_backend()
     if isinstance(backend, SupportsLimits):  # what the kernel holds tasks to on this host

@@ -24,7 +24,7 @@ from clusters.quota import (
     shared_part,
     shortfall,
 )
-from clusters.resources import ANY_GPU, Resources, gpu_label
+from clusters.resources import ANY_GPU, Resources, gpu_label, sum_of
 
 Amounts = dict[str, int]
 
@@ -63,15 +63,8 @@ def beyond(used: Resources, limit: Limit, before: Resources) -> list[str]:
     return found
 
 
-def summed(items: Iterable[Resources]) -> Resources:
-    total = Resources()
-    for r in items:
-        total = total + r
-    return total
-
-
 def demand(tasks: Iterable[TaskShape]) -> Resources:
-    return summed(
+    return sum_of(
         Resources(n * per.cpu, n * per.memory_mb, {k: n * c for k, c in per.gpus.items()})
         for _, n, per in tasks
     )
@@ -97,7 +90,7 @@ def task_key(task: TaskShape) -> tuple[int, int, int, tuple[tuple[str, int], ...
 
 def adds_up(quotas: Iterable[Limit], capacity: Limit) -> bool:
     """The guarantees fit the cluster (an admin's edit that over-commits is refused, item 1)."""
-    total = summed(Resources(q.cpu or 0, q.memory_mb or 0, dict(q.gpus or {})) for q in quotas)
+    total = sum_of(Resources(q.cpu or 0, q.memory_mb or 0, dict(q.gpus or {})) for q in quotas)
     return not beyond(total, capacity, Resources())
 
 
@@ -145,22 +138,22 @@ def check_no_over_commit(
     """(a): the cluster, each node, each VC's guarantee, and its max capacity where it
     borrowed in this pass."""
     stayed = [j for i, j in before.items() if i in sim.running]
-    over = beyond(after.total, after.capacity, summed(j.demand for j in stayed))
+    over = beyond(after.total, after.capacity, sum_of(j.demand for j in stayed))
     assert not over, f"(a) over-commit of the cluster: {over}"
     room = sim.free(stayed)
     for node, cap in sim.nodes.items():
         over = beyond(cap - after.free[node], Limit.of(cap), cap - room[node])
         assert not over, f"(a) over-commit of node {node}: {over}"
     kept = [j for j in stayed if not j.borrowing]
-    shared_before = summed(shared_part(sim.queues[j.vc].quota, j.demand) for j in kept)
+    shared_before = sum_of(shared_part(sim.queues[j.vc].quota, j.demand) for j in kept)
     for name, q in sim.queues.items():
-        was = charged(q.quota, summed(j.demand for j in kept if j.vc == name), shared_before)
+        was = charged(q.quota, sum_of(j.demand for j in kept if j.vc == name), shared_before)
         now = charged(q.quota, after.used[name], after.shared_use)
         over = beyond(now, guarantee(q.quota, after.shared), was)
         assert not over, f"(a) over-commit of the guarantee of '{name}': {over}"
         if any(sim.running[i].vc == name for i in decided.borrow):
             most = ceiling(after.capacity, q.max_capacity, guarantee(q.quota, after.shared))
-            held = summed(j.demand for j in stayed if j.vc == name)
+            held = sum_of(j.demand for j in stayed if j.vc == name)
             over = beyond(after.used[name] + after.borrowed[name], most, held)
             assert not over, f"(a) '{name}' borrowed beyond its max capacity: {over}"
 
@@ -177,7 +170,7 @@ def check_reclaim(sim: Admission, before: dict[int, Running], decided: Plan, aft
         return  # a later reclaim may free what an earlier one took: minimal per job only
     # what runs once the reclaim is over: all but the borrowers started after it
     kept = [j for j in sim.running.values() if j.id not in decided.borrow]
-    total, room = summed(j.demand for j in kept), sim.free(kept)
+    total, room = sum_of(j.demand for j in kept), sim.free(kept)
     if beyond(total, after.capacity, Resources()) or any(
         beyond(cap - room[n], Limit.of(cap), Resources()) for n, cap in sim.nodes.items()
     ):

@@ -79,7 +79,7 @@ from clusters.quota import (
     shared_part,
     unguaranteed,
 )
-from clusters.resources import ANY_GPU, Resources
+from clusters.resources import ANY_GPU, Resources, sum_of
 from tests.clusters.admission_rules import (
     After,
     adds_up,
@@ -89,7 +89,6 @@ from tests.clusters.admission_rules import (
     check_reclaim,
     check_work_conservation,
     demand,
-    summed,
     vc_order,
 )
 
@@ -150,7 +149,7 @@ class Admission(RuleBasedStateMachine):
         self.count = 0  # ids and submission times (minutes)
 
     def capacity(self) -> Limit:
-        return Limit.of(summed(self.nodes.values()))
+        return Limit.of(sum_of(self.nodes.values()))
 
     def next_id(self) -> int:
         self.count += 1
@@ -337,8 +336,8 @@ class Admission(RuleBasedStateMachine):
         return After(
             capacity,
             shared,
-            summed(j.demand for j in self.running.values()),
-            summed(j.demand for j in guaranteed),
+            sum_of(j.demand for j in self.running.values()),
+            sum_of(j.demand for j in guaranteed),
             used,
             borrowed,
             shared_use,
