@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
+from backends import logfiles as logs
 from backends.base import (
     LOG_CHUNK_BYTES,
     Capacity,
@@ -40,8 +41,9 @@ from backends.base import (
     WatchedChanges,
     check_file_path,
 )
+from backends.ended import ended_batches, ended_marker
 from backends.exits import describe_exit
-from backends.local import cgroups, disk, gpus, images, limits, logs, sandbox
+from backends.local import cgroups, disk, gpus, images, limits, sandbox
 from backends.local.firewall import FirewallConfig, TaskFirewall
 from backends.local.launch import (
     LocalBackendError,
@@ -55,14 +57,12 @@ from backends.local.launch import (
 from backends.local.process import (
     DEFAULT_LOG_MAX_BYTES,
     TaskRecord,
-    ended_marker,
     free_ports,
     memory_mb,
     session_usage,
     spawn_detached,
     start_time_of,
 )
-from backends.local.pty import PtySession, ShellSpec
 from backends.local.taskdir import (
     IMAGE,
     SAFE_NAME,
@@ -74,7 +74,7 @@ from backends.local.taskdir import (
     write_files,
     write_private,
 )
-from backends.local.watch import ended_batches
+from backends.pty import PtySession, ShellSpec
 
 DISAPPEARED = (
     "the task's processes disappeared without an exit code (killed, or the machine restarted)"

@@ -78,21 +78,6 @@ printf %s "$code" >exit_code.tmp && mv -f exit_code.tmp exit_code
 task=${PWD##*/} attempt=${PWD%/*}
 : >"../../.ended/${attempt##*/}+$task"
 """
-ENDED_DIR = ".ended"  # under the tasks' root: one empty file per task that ended, until seen
-
-
-def ended_marker(root: Path, ref: str) -> Path:
-    """The file the wrapper of ``ref`` (in ``root / ref``) creates once the task's exit code
-    is written."""
-    return root / ENDED_DIR / ref.replace("/", "+")
-
-
-def ref_of_marker(name: str) -> str | None:
-    """The ref an ``ENDED_DIR`` file name stands for (None: not one the wrapper writes)."""
-    attempt, plus, task = name.partition("+")
-    return f"{attempt}/{task}" if plus and attempt and task and "+" not in task else None
-
-
 DEFAULT_LOG_MAX_BYTES = 1024**3  # per stream; LOCAL_TASK_LOG_MAX_BYTES
 
 

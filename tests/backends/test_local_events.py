@@ -14,10 +14,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from backends.base import TaskPhase, WatchedChanges
+from backends.ended import ENDED_DIR, WatchLost, ended_marker
 from backends.local import LocalBackend
-from backends.local.process import ENDED_DIR, ended_marker
 from backends.local.sandbox import SandboxConfig
-from backends.local.watch import WatchLost
 from jobs.management.commands.watchcluster import follow
 from tests.support.local_tasks import launch, wait_until_ended
 from tests.waiting import wait_for

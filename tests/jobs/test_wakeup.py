@@ -13,8 +13,8 @@ from celery import current_app
 from django.core.cache import cache
 from django.db import connections
 
+from backends.ended import ENDED_DIR
 from backends.local import LocalBackend
-from backends.local.process import ENDED_DIR
 from jobs import lifecycle, news, wakeup
 from jobs.lifecycle import admit, passes
 from jobs.lifecycle.report import PassReport

@@ -8,7 +8,7 @@ its job at once instead of at beat's next pass, which stays as the safety net:
 every backend with a watch (``base.SupportsWatch``), each batch it gives:
 
 - local: the tasks that ended (each task's wrapper leaves a file once its exit code is written;
-  inotify wakes ``backends.local.watch``);
+  inotify wakes ``backends.ended``);
 - Kubernetes: a watch on the portal's pods; after a relist (``resync``) a pass looks at
   everything.
 

@@ -1,4 +1,5 @@
-"""The listener of ended local tasks: wakes the reconcile loop the moment a task ends.
+"""The listener of ended tasks: wakes the reconcile loop the moment a task ends (the local
+backend's tasks, and the Slurm backend's through the shared directory).
 
 Each task's wrapper (``process.WRAPPER``, outside the task's sandbox) creates an empty file
 in ``<root>/.ended`` once it has written the exit code. This listener sleeps in ``select()`` on
@@ -29,9 +30,22 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from backends.local.process import ENDED_DIR, ref_of_marker
-
 log = logging.getLogger(__name__)
+ENDED_DIR = ".ended"  # under the tasks' root: one empty file per task that ended, until seen
+
+
+def ended_marker(root: Path, ref: str) -> Path:
+    """The file the wrapper of ``ref`` (in ``root / ref``) creates once the task's exit code
+    is written."""
+    return root / ENDED_DIR / ref.replace("/", "+")
+
+
+def ref_of_marker(name: str) -> str | None:
+    """The ref an ``ENDED_DIR`` file name stands for (None: not one the wrapper writes)."""
+    attempt, plus, task = name.partition("+")
+    return f"{attempt}/{task}" if plus and attempt and task and "+" not in task else None
+
+
 IN_MOVED_TO = 0x00000080
 IN_CREATE = 0x00000100
 IN_DELETE_SELF = 0x00000400
