@@ -21,14 +21,18 @@ slurm.conf of the cluster's own (``SLURM_CONF``) whose ``AuthInfo=socket=...`` p
 auth/munge at that socket. The containers run munged on its default socket and read the same
 slurm.conf without that line (``/etc/slurm`` is mounted from the cluster's directory).
 
-Memory is a consumable (select/cons_tres, CR_CPU_Memory) and is enforced with cgroups:
-proctrack/cgroup and task/cgroup with ``ConstrainRAMSpace=yes``. This host mounts cgroup v1;
-the containers are privileged with a private cgroup namespace, so that each slurmd sees its
-container's cgroup as the root of a writable hierarchy and the two slurmd on this host do not
-share a tree. A step over its ``--mem-per-cpu`` x CPUs is killed by the kernel's OOM killer in
-its cgroup, and Slurm says so: the job ends ``OUT_OF_MEMORY`` (see tests/slurm/test_cluster.py
-for what ``scontrol`` and ``srun`` print). Without cgroups, jobacct_gather's OverMemoryKill would
-only poll (and sample at best every second), which misses a fast allocation.
+Memory is a consumable (select/cons_tres, CR_CPU_Memory; ``DefMemPerCPU`` for jobs that ask
+none, which would otherwise take a whole node's) and is enforced with cgroups: proctrack/cgroup
+and task/cgroup with ``ConstrainRAMSpace=yes``, as sites do. This host mounts cgroup v1 and
+refuses ``--privileged`` (its capability bounding set lacks CAP_SYS_RESOURCE: runc fails
+"unable to apply caps"), so the containers get every other capability, no seccomp or AppArmor
+profile and a private cgroup namespace, and ``entrypoint.sh`` mounts the hierarchies again,
+writable, with the container's cgroup as their root: the two slurmd on this host do not share a
+tree. A process over its job's ``--mem-per-cpu`` x CPUs is killed by the kernel in its step's
+cgroup at once and slurmstepd reports the OOM event: the job ends ``OUT_OF_MEMORY`` when its
+batch script was killed, ``srun`` prints "Out Of Memory" when a step was (what Slurm prints
+exactly: tests/slurm/test_cluster.py). The fallback, jobacct_gather/linux's OverMemoryKill
+(which polls RSS, at best every second), was not needed and is not tried here.
 """
 
 from __future__ import annotations
@@ -56,11 +60,11 @@ NODE_CPUS = 2
 NODE_MEMORY_MB = 1000
 DEF_MEM_PER_CPU_MB = 100  # a job that asks for no memory takes this, not the whole node's
 
-
 CLIENTS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo", "munged")
 
 
 def slot() -> int:
+    """The run's TEST_SLOT (tests/conftest.py): two runs on this machine, two clusters."""
     return int(os.environ.get("TEST_SLOT", "0"))
 
 
