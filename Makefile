@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck bench install assets chromium sshd bubblewrap nftables charliecloud \
-	vm-tools docker slapd oidc-provider clean constraints
+	vm-tools docker slurm-client slapd oidc-provider clean constraints
 
 # constraints.txt pins every package to the version the tests passed with (see pyproject.toml).
 $(STAMP): pyproject.toml constraints.txt
@@ -63,6 +63,17 @@ docker:
 		-x /usr/bin/mmdebstrap || (apt-get update && apt-get install -y --no-install-recommends \
 		docker.io docker-compose mmdebstrap)
 
+# tests/slurm run a Slurm cluster in Docker (tests/support/slurm_cluster.py) with this host as its
+# submit host: Debian's Slurm clients (22.05, the cluster's version) and a munged of the
+# cluster's own (its own socket and key: /etc/munge and /etc/slurm are left alone).
+SLURM_CLIENTS := /usr/bin/sbatch /usr/bin/srun /usr/bin/squeue /usr/bin/scontrol /usr/bin/scancel \
+	/usr/bin/sinfo /usr/sbin/munged
+slurm-client:
+	@test -x /usr/bin/sbatch -a -x /usr/sbin/munged || (apt-get update && apt-get install -y \
+		--no-install-recommends slurm-client munge)
+	@for tool in $(SLURM_CLIENTS); do test -x $$tool || \
+		{ echo "slurm-client: $$tool is missing after the install" >&2; exit 1; }; done
+
 # The ssh plugin's test starts sshd in its tasks. Installing the package must not leave a system
 # sshd on port 22: Docker's policy-rc.d forbids the start; elsewhere it is stopped again.
 sshd:
@@ -93,7 +104,7 @@ oidc-provider: $(OIDC_PROVIDER)/node_modules/.installed
 # Tests get a Redis database of their own, as Django gives them test_<name> in PostgreSQL: a
 # portal running on this machine shares no broker queue, lock or counter with them.
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/9
-test: install chromium sshd charliecloud vm-tools docker slapd oidc-provider
+test: install chromium sshd charliecloud vm-tools docker slurm-client slapd oidc-provider
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
