@@ -134,6 +134,11 @@ class Observation:
     diagnostics: str = ""
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    # A backend that learns a task's ports only once it runs (Slurm: the task chooses them on
+    # its node) reports them with the RUNNING task; ``awaits_peers``: the task waits in its
+    # barrier for ``SupportsPeers.publish_peers``.
+    ports: dict[str, list[int]] | None = None
+    awaits_peers: bool = False
 
 
 class TerminalSession(Protocol):
@@ -212,6 +217,16 @@ class Backend(Protocol):
         (local: a process joining the task's sandbox under a pty of this machine; Kubernetes: a
         pod exec stream); None when the task is not running."""
         ...
+
+
+@runtime_checkable
+class SupportsPeers(Protocol):
+    """An optional method of a backend whose tasks learn their addresses only once they run
+    (Slurm): ``publish_peers`` hands a task that ``awaits_peers`` its environment rendered with
+    every task's address and ports, which its barrier reads (``peers.env``). The lifecycle
+    calls it once every task of the attempt has an address (``jobs.lifecycle.peers``)."""
+
+    def publish_peers(self, ref: str, env: dict[str, str]) -> None: ...
 
 
 @runtime_checkable

@@ -34,6 +34,8 @@ def get_backend() -> Backend:
         )
     if settings.CLUSTER_BACKEND == "kubernetes":
         return kubernetes_backend()
+    if settings.CLUSTER_BACKEND == "slurm":
+        return slurm_backend()
     raise ValueError(f"CLUSTER_BACKEND: unknown backend {settings.CLUSTER_BACKEND!r}")
 
 
@@ -94,6 +96,19 @@ def kubernetes_backend() -> Backend:
     )
     api = make_api_client(settings.K8S_IN_CLUSTER, settings.K8S_KUBECONFIG, settings.K8S_CONTEXT)
     return KubernetesBackend(api, options, retry)
+
+
+def slurm_backend() -> Backend:
+    from backends.slurm.backend import SlurmBackend
+    from backends.slurm.commands import SlurmClient
+
+    client = SlurmClient(settings.SLURM_CONF, timeout=settings.SLURM_COMMAND_TIMEOUT_SECONDS)
+    return SlurmBackend(
+        settings.SLURM_ROOT,
+        client,
+        partition=settings.SLURM_PARTITION,
+        stop_grace_seconds=settings.SLURM_STOP_GRACE_SECONDS,
+    )
 
 
 def tasks_use_host_programs(backend: Backend) -> bool:

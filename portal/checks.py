@@ -19,7 +19,7 @@ from backends.local import firewall
 from clusters.registry import local_firewall
 
 # The backends clusters/registry.py builds.
-CLUSTER_BACKENDS = ("local", "kubernetes")
+CLUSTER_BACKENDS = ("local", "kubernetes", "slurm")
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 RATE = re.compile(r"^\d+/[smhd]\w*$")  # DRF reads the first letter of the period
 # Numbers that have no lower bound in settings.py's readers and mean nothing below zero.

@@ -475,6 +475,17 @@ K8S_ALLOW_HOST_PATH_STORAGE = env_bool("K8S_ALLOW_HOST_PATH_STORAGE", False)
 # An image pull that keeps failing (ErrImagePull, ImagePullBackOff) fails its task after this.
 K8S_IMAGE_PULL_TIMEOUT_SECONDS = env_int("K8S_IMAGE_PULL_TIMEOUT_SECONDS", 300, minimum=0)
 
+# The Slurm backend (CLUSTER_BACKEND=slurm; backends/slurm/): this machine is a submit host of
+# the site's cluster (Slurm's client commands, its slurm.conf and munge key), and SLURM_ROOT is
+# a directory it shares with every node at the same path (the tasks' directories and logs).
+SLURM_CONF = env_str("SLURM_CONF", "")  # "" = the commands' default (/etc/slurm/slurm.conf)
+SLURM_ROOT = Path(env_str("SLURM_ROOT", str(VAR_DIR / "slurm")))
+SLURM_PARTITION = env_str("SLURM_PARTITION", "")  # "" = the cluster's default partition
+SLURM_STOP_GRACE_SECONDS = env_int("SLURM_STOP_GRACE_SECONDS", 10, minimum=0)
+SLURM_COMMAND_TIMEOUT_SECONDS = env_float("SLURM_COMMAND_TIMEOUT_SECONDS", 30.0, minimum=1.0)
+# The directories (and logs) of finished attempts are removed this long after the attempt ended.
+SLURM_KEEP_FINISHED_HOURS = env_int("SLURM_KEEP_FINISHED_HOURS", 24, minimum=0)
+
 # Alerts (notify/): e-mail and signed webhooks to a job's owner when it ends, fails, is stopped
 # or preempted, or has waited too long, and the portal's own alerts to admins (README
 # "Alerts"). Sent by the Celery worker from an outbox table: never twice for one event.

@@ -46,6 +46,8 @@ def cleanup(backend: Backend, force: bool = False) -> list[str] | None:
 def keep_finished_hours(backend: Backend) -> float:
     if backend.name == "kubernetes":
         return float(settings.K8S_KEEP_FINISHED_HOURS)
+    if backend.name == "slurm":
+        return float(settings.SLURM_KEEP_FINISHED_HOURS)
     return float(settings.LOCAL_KEEP_FINISHED_HOURS)
 
 

@@ -13,6 +13,7 @@ from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.utils import timezone
 
 from backends.base import Backend, Observation, TaskPhase
+from jobs.lifecycle import peers
 from jobs.lifecycle.exits import exit_changes, mask_quoted, maskers_of
 from jobs.lifecycle.report import PassReport
 from jobs.models import JobEvent, Task
@@ -66,11 +67,14 @@ def observe(backend: Backend, report: PassReport, refs: Collection[str] | None =
         return
     seen = backend.observe([t.backend_ref for t in live])
     changed: list[tuple[TaskRow, dict[str, object]]] = []
+    awaiting_peers: list[TaskRow] = []
     for task in live:
         obs = seen.get(task.backend_ref) or Observation(task.backend_ref, TaskPhase.GONE)
         changes = changes_for(task, obs)
         if changes:
             changed.append((task, changes))
+        if obs.awaits_peers:
+            awaiting_peers.append(task)
     # A task that ends gets the exit spec's phrase and reason, read from its log; what is
     # stored of its output has its job's secrets masked (one query for the jobs' protocols).
     maskers = maskers_of(changed)
@@ -83,6 +87,7 @@ def observe(backend: Backend, report: PassReport, refs: Collection[str] | None =
             mask_quoted(changes, masker)
     if changed:
         save_changes(changed, report)
+    peers.publish(backend, awaiting_peers)
 
 
 def save_changes(changed: list[tuple[TaskRow, dict[str, object]]], report: PassReport) -> None:
@@ -135,6 +140,9 @@ def changes_for(task: TaskRow, obs: Observation) -> dict[str, object]:
             new["ip"] = obs.ip
         if obs.node and obs.node != task.node:
             new["node"] = obs.node
+        if obs.awaits_peers and obs.ports is not None:
+            # published by the task itself (Slurm): what its peers' environment is made of
+            new.update(address=obs.ip, ports=obs.ports)
     else:
         if obs.phase == TaskPhase.SUCCEEDED:
             state = TaskState.SUCCEEDED

@@ -1,0 +1,281 @@
+"""OpenPAI jobs end to end on a real Slurm cluster (``tests/support/slurm_cluster.py``: a
+controller and two nodes in containers, this machine their submit host) through the portal's
+own submit, reconcile passes and Slurm backend: tasks meet across nodes over TCP, fail,
+retry, stop, hit their memory limit, wait for Slurm, log and open a terminal."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import AbstractBaseUser
+
+from backends.slurm.backend import SlurmBackend
+from backends.slurm.commands import SlurmClient
+from jobs import lifecycle
+from jobs.lifecycle.passes import run_pass
+from jobs.models import Job, Task
+from jobs.states import FINAL_JOB_STATES, JobState, TaskState
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def slurm(slurm_cluster, tmp_path: Path) -> Iterator[SlurmBackend]:
+    root = slurm_cluster.shared / tmp_path.name  # a directory of its own per test
+    backend = SlurmBackend(
+        root, SlurmClient(str(slurm_cluster.conf)), slurm_cluster.partition, stop_grace_seconds=3
+    )
+    yield backend
+    backend.cleanup([])  # cancels what a failed test left running
+
+
+def run_until(backend: SlurmBackend, job: Job, done, seconds: float = 180) -> Job:
+    """Reconcile passes (what the portal's worker runs) until ``done(job)`` holds."""
+    deadline = time.monotonic() + seconds
+    while True:
+        run_pass(backend)
+        job.refresh_from_db()
+        if done(job):
+            return job
+        assert time.monotonic() < deadline, f"{job} is {job.state}: {job.reason}"
+        time.sleep(0.5)
+
+
+def finished(job: Job) -> bool:
+    return job.state in FINAL_JOB_STATES
+
+
+def tasks_of(job: Job) -> dict[str, Task]:
+    return {f"{t.role}-{t.index}": t for t in Task.objects.filter(attempt__job=job)}
+
+
+def submit(user: AbstractBaseUser, text: str) -> Job:
+    return lifecycle.submit(user, textwrap.dedent(text))
+
+
+def test_two_roles_meet_over_tcp_across_the_two_nodes(alice, slurm: SlurmBackend) -> None:
+    # Each task asks for both CPUs of a node: Slurm must place the roles on different nodes.
+    job = submit(
+        alice,
+        """\
+        protocolVersion: 2
+        name: meet
+        type: job
+        prerequisites:
+          - {name: node, type: dockerimage, uri: "debian:12"}
+        taskRoles:
+          server:
+            instances: 1
+            dockerImage: node
+            resourcePerInstance: {cpu: 2, memoryMB: 256, gpu: 0, ports: {http: 1}}
+            commands:
+              - >-
+                python3 -c "import socket, os; s = socket.socket();
+                s.bind(('', int(os.environ['PAI_CONTAINER_HOST_PORT']))); s.listen();
+                c, _ = s.accept(); print(c.recv(100).decode(), flush=True)"
+          client:
+            instances: 1
+            dockerImage: node
+            resourcePerInstance: {cpu: 2, memoryMB: 256, gpu: 0}
+            commands:
+              - env | sort
+              - |-
+                python3 -c "import socket, os, time
+                for _ in range(300):
+                    try:
+                        c = socket.create_connection((os.environ['PAI_HOST_IP_server_0'],
+                            int(os.environ['PAI_PORT_LIST_server_0_http'])))
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+                c.sendall(('hello from ' + os.uname().nodename).encode())"
+        """,
+    )
+    job = run_until(slurm, job, finished)
+    tasks = tasks_of(job)
+    said = {
+        name: slurm.read_log(t.backend_ref, "stderr").decode()[-2000:] for name, t in tasks.items()
+    }
+    assert job.state == JobState.SUCCEEDED, (job.reason, said)
+    server, client = tasks["server-0"], tasks["client-0"]
+    assert {server.node, client.node} == {"n1", "n2"}
+    said = slurm.read_log(server.backend_ref, "stdout").decode()
+    assert f"hello from {client.node}" in said
+    port = server.ports["http"][0]
+    assert 30000 <= port < 50000
+    env = slurm.read_log(client.backend_ref, "stdout").decode()
+    assert f"PAI_HOST_IP_server_0={server.ip}" in env
+    assert f"PAI_PORT_LIST_server_0_http={port}" in env
+    # The job starts with none of the portal's variables (its database, its secret key).
+    assert "DATABASE_URL" not in env and "SECRET_KEY" not in env
+
+
+def test_a_failing_task_ends_the_job_by_its_completion_policy(alice, slurm) -> None:
+    job = submit(
+        alice,
+        """\
+        protocolVersion: 2
+        name: fails
+        type: job
+        prerequisites:
+          - {name: node, type: dockerimage, uri: "debian:12"}
+        taskRoles:
+          worker:
+            instances: 2
+            completion: {minFailedInstances: 1}
+            dockerImage: node
+            resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}
+            commands:
+              - if [ "$PAI_TASK_INDEX" = 0 ]; then echo broken >&2; exit 3; fi
+              - sleep 300
+        """,
+    )
+    job = run_until(slurm, job, finished)
+    assert job.state == JobState.FAILED
+    tasks = tasks_of(job)
+    assert (tasks["worker-0"].state, tasks["worker-0"].exit_code) == (TaskState.FAILED, 3)
+    # The job ends at once; its other task is stopped by the next passes.
+    run_until(slurm, job, lambda j: tasks_of(j)["worker-1"].state == TaskState.STOPPED, 60)
+    assert "broken" in slurm.read_log(tasks["worker-0"].backend_ref, "stderr").decode()
+
+
+def test_a_failed_task_is_run_again_alone_as_a_job_of_its_own(alice, slurm) -> None:
+    job = submit(
+        alice,
+        """\
+        protocolVersion: 2
+        name: retries
+        type: job
+        prerequisites:
+          - {name: node, type: dockerimage, uri: "debian:12"}
+        taskRoles:
+          worker:
+            instances: 1
+            taskRetryCount: 1
+            dockerImage: node
+            resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}
+            commands:
+              - if [ ! -e ../first-run ]; then touch ../first-run; exit 1; fi
+              - echo second run on $(hostname)
+        """,
+    )
+    job = run_until(slurm, job, finished)
+    assert job.state == JobState.SUCCEEDED, job.reason
+    task = tasks_of(job)["worker-0"]
+    assert task.retries == 1 and task.backend_ref.endswith("/worker-0-r1")
+    assert "second run on" in slurm.read_log(task.backend_ref, "stdout").decode()
+
+
+def test_stop_terminates_the_slurm_job_with_its_grace(alice, slurm) -> None:
+    job = submit(
+        alice,
+        """\
+        protocolVersion: 2
+        name: stops
+        type: job
+        prerequisites:
+          - {name: node, type: dockerimage, uri: "debian:12"}
+        taskRoles:
+          worker:
+            instances: 2
+            dockerImage: node
+            resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}
+            commands:
+              - trap 'echo got TERM; exit 143' TERM
+              - echo running
+              - while :; do sleep 0.2; done
+        """,
+    )
+    run_until(slurm, job, lambda j: all(t.state == TaskState.RUNNING for t in tasks_of(j).values()))
+    ref = tasks_of(job)["worker-0"].backend_ref
+    run_until(slurm, job, lambda j: b"running" in slurm.read_log(ref, "stdout"))
+    assert lifecycle.stop(job, alice)
+    job = run_until(slurm, job, finished, seconds=60)
+    assert job.state == JobState.STOPPED
+    for task in tasks_of(job).values():
+        assert (task.state, task.exit_code) == (TaskState.STOPPED, 143)
+        assert b"got TERM" in slurm.read_log(task.backend_ref, "stdout")
+
+
+def test_a_task_over_its_memory_is_killed_and_says_so(alice, slurm) -> None:
+    job = submit(
+        alice,
+        """\
+        protocolVersion: 2
+        name: hungry
+        type: job
+        prerequisites:
+          - {name: node, type: dockerimage, uri: "debian:12"}
+        taskRoles:
+          worker:
+            instances: 1
+            dockerImage: node
+            resourcePerInstance: {cpu: 1, memoryMB: 100, gpu: 0}
+            commands:
+              - python3 -c "b = bytearray(400 * 2**20); import time; time.sleep(30)"
+        """,
+    )
+    job = run_until(slurm, job, finished)
+    assert job.state == JobState.FAILED
+    task = tasks_of(job)["worker-0"]
+    assert task.state == TaskState.FAILED
+    assert "OOM kill" in task.diagnostics, task.diagnostics  # the wrapper read its cgroup
+    assert "memory" in (task.exit_spec or {}).get("reason", ""), task.exit_spec
+
+
+def test_the_terminal_opens_in_a_task_and_a_job_slurm_holds_says_why(
+    alice, slurm, slurm_cluster
+) -> None:
+    one = """\
+        protocolVersion: 2
+        name: one
+        type: job
+        prerequisites:
+          - {name: node, type: dockerimage, uri: "debian:12"}
+        taskRoles:
+          worker:
+            instances: 1
+            dockerImage: node
+            resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}
+            commands: [echo up, sleep 300]
+        """
+    first = submit(alice, one)
+    run_until(slurm, first, lambda j: tasks_of(j)["worker-0"].state == TaskState.RUNNING)
+    task = tasks_of(first)["worker-0"]
+    shell = slurm.shell(task.backend_ref)
+    assert shell is not None
+    try:
+        shell.write(b"echo role=$PAI_CURRENT_TASK_ROLE_NAME node=$(hostname) pwd=$PWD\n")
+        seen = b""
+        deadline = time.monotonic() + 60
+        while b"node=" + task.node.encode() not in seen:
+            assert time.monotonic() < deadline, seen
+            seen += shell.read(1) or b""
+        assert b"role=worker" in seen and task.backend_ref.encode() in seen
+    finally:
+        shell.close()
+
+    # Another user of the cluster takes the rest of it: Slurm holds the next job, though the
+    # portal, which knows only its own jobs, admits it; the task says why in words.
+    client = SlurmClient(str(slurm_cluster.conf))
+    other = client.run(["sbatch", "--parsable", "--ntasks=3", "--wrap=sleep 300"]).strip()
+    try:
+        second = submit(alice, one.replace("name: one", "name: second"))
+        run_until(
+            slurm,
+            second,
+            lambda j: "Slurm: waiting" in tasks_of(j)["worker-0"].diagnostics,
+        )
+        assert "(Resources)" in tasks_of(second)["worker-0"].diagnostics or "(Priority)" in (
+            tasks_of(second)["worker-0"].diagnostics
+        )
+    finally:
+        client.signal([other])
+    run_until(slurm, second, lambda j: tasks_of(j)["worker-0"].state == TaskState.RUNNING)
+    for job in (first, second):
+        lifecycle.stop(job, alice)
+        run_until(slurm, job, finished, seconds=60)
