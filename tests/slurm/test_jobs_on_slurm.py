@@ -6,6 +6,7 @@ retry, stop, hit their memory limit, wait for Slurm, log and open a terminal."""
 from __future__ import annotations
 
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
 
+from backends.base import Capacity, Observation, TaskPhase
 from backends.slurm.backend import SlurmBackend
 from backends.slurm.commands import SlurmClient
 from jobs import lifecycle
@@ -279,3 +281,46 @@ def test_the_terminal_opens_in_a_task_and_a_job_slurm_holds_says_why(
     for job in (first, second):
         lifecycle.stop(job, alice)
         run_until(slurm, job, finished, seconds=60)
+
+
+def test_the_watch_wakes_on_a_task_publishing_and_ending_and_nodes_come_from_sinfo(
+    alice, slurm
+) -> None:
+    assert slurm.nodes() == {
+        "n1": Capacity(2, 1000, {}),
+        "n2": Capacity(2, 1000, {}),
+    }
+    assert slurm.capacity() == Capacity(4, 2000, {})
+    seen: list[Observation] = []
+    stop = threading.Event()
+    watcher = threading.Thread(
+        target=lambda: seen.extend(
+            obs for batch in slurm.watch(stop) for obs in batch.observations.values()
+        )
+    )
+    watcher.start()
+    try:
+        job = submit(
+            alice,
+            """\
+            protocolVersion: 2
+            name: watched
+            type: job
+            prerequisites:
+              - {name: node, type: dockerimage, uri: "debian:12"}
+            taskRoles:
+              worker:
+                instances: 1
+                dockerImage: node
+                resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}
+                commands: [sleep 1]
+            """,
+        )
+        run_until(slurm, job, finished)
+    finally:
+        stop.set()
+        watcher.join(10)
+    ref = tasks_of(job)["worker-0"].backend_ref
+    phases = [obs.phase for obs in seen if obs.ref == ref]
+    assert TaskPhase.SUCCEEDED in phases, seen  # the end, seen by the watch, not only by a pass
+    assert TaskPhase.RUNNING in phases  # its address published
