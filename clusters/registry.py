@@ -108,6 +108,7 @@ def slurm_backend() -> Backend:
         client,
         partition=settings.SLURM_PARTITION,
         stop_grace_seconds=settings.SLURM_STOP_GRACE_SECONDS,
+        vc_partitions=dict(settings.SLURM_VC_PARTITIONS),
     )
 
 

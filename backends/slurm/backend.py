@@ -70,10 +70,12 @@ class SlurmBackend:
         client: SlurmClient,
         partition: str = "",
         stop_grace_seconds: int = 10,
+        vc_partitions: dict[str, str] | None = None,
     ) -> None:
         self.root = Path(root)
         self.client = client
         self.partition = partition
+        self.vc_partitions = dict(vc_partitions or {})  # a virtual cluster -> its partition
         self.stop_grace_seconds = stop_grace_seconds
 
     # -- placing and launching ------------------------------------------------------------------
@@ -120,6 +122,7 @@ class SlurmBackend:
             target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             _write(target, content)
         launch = {"role": task.role, "index": task.index, "retry": task.retry}
+        launch["partition"] = self.partition_of(task)
         launch |= {"component": component_of(task, 1).__dict__}
         _write(directory / "launch.json", json.dumps(launch))
 
@@ -142,16 +145,15 @@ class SlurmBackend:
         components = [Component(**{**roles[r], "tasks": counts[r]}) for r in roles]
         steps = [self._step(attempt, role) for role in roles]
         _write(attempt / ROLES_FILE, json.dumps({role: k for k, role in enumerate(roles)}))
-        self._submit(attempt, attempt.name, components, steps)
+        self._submit(attempt, attempt.name, components, steps, staged[0]["partition"])
 
     def _submit_alone(self, directory: Path, task: TaskLaunch) -> None:
         if (directory / JOB_ID_FILE).exists():
             return
         name = f"{task.attempt_key}.{directory.name}"
         step = [shlex.quote(str(directory)), str(self.stop_grace_seconds)]
-        self._submit(
-            directory, name, [component_of(task, 1)], [self._wrapper(directory.parent) + step]
-        )
+        components, steps = [component_of(task, 1)], [self._wrapper(directory.parent) + step]
+        self._submit(directory, name, components, steps, self.partition_of(task))
 
     def _step(self, attempt: Path, role: str) -> list[str]:
         return [
@@ -168,7 +170,12 @@ class SlurmBackend:
         return ["/bin/sh", shlex.quote(str(path))]
 
     def _submit(
-        self, directory: Path, name: str, components: list[Component], steps: list[list[str]]
+        self,
+        directory: Path,
+        name: str,
+        components: list[Component],
+        steps: list[list[str]],
+        partition: str,
     ) -> None:
         """Submit once: a job of this name that Slurm holds already (submitted by a launch
         that died before it wrote the id down) is taken as it is."""
@@ -176,13 +183,18 @@ class SlurmBackend:
         if held:
             job_id = held[0].het_id
         else:
-            script = batch_script(name, str(directory), components, steps, self.partition)
+            script = batch_script(name, str(directory), components, steps, partition)
             _write(directory / "job.sh", script)
             try:
                 job_id = self.client.submit(script, str(directory))
             except SlurmError as exc:
                 raise SlurmBackendError(f"Slurm refused the job: {exc}") from exc
         _write(directory / JOB_ID_FILE, job_id)
+
+    def partition_of(self, task: TaskLaunch) -> str:
+        """The partition of the task's virtual cluster (``SLURM_VC_PARTITIONS``), else the
+        default one."""
+        return self.vc_partitions.get(task.env.get("PAI_VIRTUAL_CLUSTER", ""), self.partition)
 
     @contextmanager
     def _locked(self, attempt: Path) -> Iterator[None]:

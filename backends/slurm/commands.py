@@ -105,7 +105,8 @@ class SlurmClient:
             said = (done.stderr or done.stdout).strip()
             if UNREACHABLE.search(said):
                 raise BackendUnavailable(f"{argv[0]}: {said}")
-            raise SlurmError(f"{argv[0]}: {said or f'exited with code {done.returncode}'}")
+            said = said or f"exited with code {done.returncode}"
+            raise SlurmError(said if said.startswith(argv[0]) else f"{argv[0]}: {said}")
         return done.stdout
 
     def submit(self, script: str, directory: str) -> str:

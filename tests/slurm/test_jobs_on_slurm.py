@@ -324,3 +324,30 @@ def test_the_watch_wakes_on_a_task_publishing_and_ending_and_nodes_come_from_sin
     phases = [obs.phase for obs in seen if obs.ref == ref]
     assert TaskPhase.SUCCEEDED in phases, seen  # the end, seen by the watch, not only by a pass
     assert TaskPhase.RUNNING in phases  # its address published
+
+
+def test_a_virtual_cluster_runs_in_its_own_partition(alice, slurm) -> None:
+    text = """\
+        protocolVersion: 2
+        name: placed
+        type: job
+        prerequisites:
+          - {name: node, type: dockerimage, uri: "debian:12"}
+        taskRoles:
+          worker:
+            instances: 1
+            dockerImage: node
+            resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}
+            commands: [echo placed]
+        """
+    slurm.vc_partitions = {"default": "nowhere"}
+    job = run_until(slurm, submit(alice, text), finished)
+    task = tasks_of(job)["worker-0"]
+    assert job.state == JobState.FAILED
+    assert "Slurm refused the job" in task.diagnostics and "partition" in task.diagnostics
+
+    slurm.vc_partitions = {"default": "batch"}
+    job = run_until(slurm, submit(alice, text.replace("placed", "placed_again")), finished)
+    assert job.state == JobState.SUCCEEDED, job.reason
+    attempt = slurm.root / job.attempts.get().key
+    assert "#SBATCH --partition=batch" in (attempt / "job.sh").read_text()
