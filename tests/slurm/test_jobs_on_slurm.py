@@ -5,13 +5,14 @@ retry, stop, hit their memory limit, wait for Slurm, log and open a terminal."""
 
 from __future__ import annotations
 
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from django.contrib.auth.models import AbstractBaseUser
 
 from backends.base import Capacity, Observation, TaskPhase
@@ -23,6 +24,22 @@ from jobs.models import Job, Task
 from jobs.states import FINAL_JOB_STATES, JobState, TaskState
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+# The server listens on its own port; the client finds it by its peer's variables.
+SERVER = """python3 -c "import socket, os; s = socket.socket()
+s.bind(('', int(os.environ['PAI_CONTAINER_HOST_PORT']))); s.listen()
+c, _ = s.accept(); print(c.recv(100).decode(), flush=True)"
+"""
+CLIENT = """python3 -c "import socket, os, time
+for _ in range(300):
+    try:
+        c = socket.create_connection((os.environ['PAI_HOST_IP_server_0'],
+            int(os.environ['PAI_PORT_LIST_server_0_http'])))
+        break
+    except OSError:
+        time.sleep(0.1)
+c.sendall(('hello from ' + os.uname().nodename).encode())"
+"""
 
 
 @pytest.fixture
@@ -55,47 +72,35 @@ def tasks_of(job: Job) -> dict[str, Task]:
     return {f"{t.role}-{t.index}": t for t in Task.objects.filter(attempt__job=job)}
 
 
-def submit(user: AbstractBaseUser, text: str) -> Job:
-    return lifecycle.submit(user, textwrap.dedent(text))
+def role(
+    commands: list[str],
+    instances: int = 1,
+    cpu: int = 1,
+    memory_mb: int = 128,
+    ports: dict[str, int] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One task role of a job run on the nodes' own system."""
+    resources: dict[str, Any] = {"cpu": cpu, "memoryMB": memory_mb, "gpu": 0}
+    if ports:
+        resources["ports"] = ports
+    spec = {"instances": instances, "dockerImage": "node", "resourcePerInstance": resources}
+    return {**spec, "commands": commands, **extra}
+
+
+def submit(user: AbstractBaseUser, name: str, **roles: dict[str, Any]) -> Job:
+    image = {"name": "node", "type": "dockerimage", "uri": "debian:12"}
+    protocol = {"protocolVersion": 2, "name": name, "type": "job", "prerequisites": [image]}
+    return lifecycle.submit(user, yaml.safe_dump({**protocol, "taskRoles": roles}))
 
 
 def test_two_roles_meet_over_tcp_across_the_two_nodes(alice, slurm: SlurmBackend) -> None:
     # Each task asks for both CPUs of a node: Slurm must place the roles on different nodes.
     job = submit(
         alice,
-        """\
-        protocolVersion: 2
-        name: meet
-        type: job
-        prerequisites:
-          - {name: node, type: dockerimage, uri: "debian:12"}
-        taskRoles:
-          server:
-            instances: 1
-            dockerImage: node
-            resourcePerInstance: {cpu: 2, memoryMB: 256, gpu: 0, ports: {http: 1}}
-            commands:
-              - >-
-                python3 -c "import socket, os; s = socket.socket();
-                s.bind(('', int(os.environ['PAI_CONTAINER_HOST_PORT']))); s.listen();
-                c, _ = s.accept(); print(c.recv(100).decode(), flush=True)"
-          client:
-            instances: 1
-            dockerImage: node
-            resourcePerInstance: {cpu: 2, memoryMB: 256, gpu: 0}
-            commands:
-              - env | sort
-              - |-
-                python3 -c "import socket, os, time
-                for _ in range(300):
-                    try:
-                        c = socket.create_connection((os.environ['PAI_HOST_IP_server_0'],
-                            int(os.environ['PAI_PORT_LIST_server_0_http'])))
-                        break
-                    except OSError:
-                        time.sleep(0.1)
-                c.sendall(('hello from ' + os.uname().nodename).encode())"
-        """,
+        "meet",
+        server=role([SERVER], cpu=2, memory_mb=256, ports={"http": 1}),
+        client=role(["env | sort", CLIENT], cpu=2, memory_mb=256),
     )
     job = run_until(slurm, job, finished)
     tasks = tasks_of(job)
@@ -117,24 +122,9 @@ def test_two_roles_meet_over_tcp_across_the_two_nodes(alice, slurm: SlurmBackend
 
 
 def test_a_failing_task_ends_the_job_by_its_completion_policy(alice, slurm) -> None:
+    commands = ['if [ "$PAI_TASK_INDEX" = 0 ]; then echo broken >&2; exit 3; fi', "sleep 300"]
     job = submit(
-        alice,
-        """\
-        protocolVersion: 2
-        name: fails
-        type: job
-        prerequisites:
-          - {name: node, type: dockerimage, uri: "debian:12"}
-        taskRoles:
-          worker:
-            instances: 2
-            completion: {minFailedInstances: 1}
-            dockerImage: node
-            resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}
-            commands:
-              - if [ "$PAI_TASK_INDEX" = 0 ]; then echo broken >&2; exit 3; fi
-              - sleep 300
-        """,
+        alice, "fails", worker=role(commands, instances=2, completion={"minFailedInstances": 1})
     )
     job = run_until(slurm, job, finished)
     assert job.state == JobState.FAILED
@@ -146,25 +136,11 @@ def test_a_failing_task_ends_the_job_by_its_completion_policy(alice, slurm) -> N
 
 
 def test_a_failed_task_is_run_again_alone_as_a_job_of_its_own(alice, slurm) -> None:
-    job = submit(
-        alice,
-        """\
-        protocolVersion: 2
-        name: retries
-        type: job
-        prerequisites:
-          - {name: node, type: dockerimage, uri: "debian:12"}
-        taskRoles:
-          worker:
-            instances: 1
-            taskRetryCount: 1
-            dockerImage: node
-            resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}
-            commands:
-              - if [ ! -e ../first-run ]; then touch ../first-run; exit 1; fi
-              - echo second run on $(hostname)
-        """,
-    )
+    commands = [
+        "if [ ! -e ../first-run ]; then touch ../first-run; exit 1; fi",
+        "echo second run on $(hostname)",
+    ]
+    job = submit(alice, "retries", worker=role(commands, taskRetryCount=1))
     job = run_until(slurm, job, finished)
     assert job.state == JobState.SUCCEEDED, job.reason
     task = tasks_of(job)["worker-0"]
@@ -173,25 +149,12 @@ def test_a_failed_task_is_run_again_alone_as_a_job_of_its_own(alice, slurm) -> N
 
 
 def test_stop_terminates_the_slurm_job_with_its_grace(alice, slurm) -> None:
-    job = submit(
-        alice,
-        """\
-        protocolVersion: 2
-        name: stops
-        type: job
-        prerequisites:
-          - {name: node, type: dockerimage, uri: "debian:12"}
-        taskRoles:
-          worker:
-            instances: 2
-            dockerImage: node
-            resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}
-            commands:
-              - trap 'echo got TERM; exit 143' TERM
-              - echo running
-              - while :; do sleep 0.2; done
-        """,
-    )
+    commands = [
+        "trap 'echo got TERM; exit 143' TERM",
+        "echo running",
+        "while :; do sleep 0.2; done",
+    ]
+    job = submit(alice, "stops", worker=role(commands, instances=2))
     run_until(slurm, job, lambda j: all(t.state == TaskState.RUNNING for t in tasks_of(j).values()))
     ref = tasks_of(job)["worker-0"].backend_ref
     run_until(slurm, job, lambda j: b"running" in slurm.read_log(ref, "stdout"))
@@ -204,23 +167,8 @@ def test_stop_terminates_the_slurm_job_with_its_grace(alice, slurm) -> None:
 
 
 def test_a_task_over_its_memory_is_killed_and_says_so(alice, slurm) -> None:
-    job = submit(
-        alice,
-        """\
-        protocolVersion: 2
-        name: hungry
-        type: job
-        prerequisites:
-          - {name: node, type: dockerimage, uri: "debian:12"}
-        taskRoles:
-          worker:
-            instances: 1
-            dockerImage: node
-            resourcePerInstance: {cpu: 1, memoryMB: 100, gpu: 0}
-            commands:
-              - python3 -c "b = bytearray(400 * 2**20); import time; time.sleep(30)"
-        """,
-    )
+    hungry = 'python3 -c "b = bytearray(400 * 2**20); import time; time.sleep(30)"'
+    job = submit(alice, "hungry", worker=role([hungry], memory_mb=100))
     job = run_until(slurm, job, finished)
     assert job.state == JobState.FAILED
     task = tasks_of(job)["worker-0"]
@@ -232,20 +180,8 @@ def test_a_task_over_its_memory_is_killed_and_says_so(alice, slurm) -> None:
 def test_the_terminal_opens_in_a_task_and_a_job_slurm_holds_says_why(
     alice, slurm, slurm_cluster
 ) -> None:
-    one = """\
-        protocolVersion: 2
-        name: one
-        type: job
-        prerequisites:
-          - {name: node, type: dockerimage, uri: "debian:12"}
-        taskRoles:
-          worker:
-            instances: 1
-            dockerImage: node
-            resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}
-            commands: [echo up, sleep 300]
-        """
-    first = submit(alice, one)
+    one = role(["echo up", "sleep 300"])
+    first = submit(alice, "one", worker=one)
     run_until(slurm, first, lambda j: tasks_of(j)["worker-0"].state == TaskState.RUNNING)
     task = tasks_of(first)["worker-0"]
     shell = slurm.shell(task.backend_ref)
@@ -266,7 +202,7 @@ def test_the_terminal_opens_in_a_task_and_a_job_slurm_holds_says_why(
     client = SlurmClient(str(slurm_cluster.conf))
     other = client.run(["sbatch", "--parsable", "--ntasks=3", "--wrap=sleep 300"]).strip()
     try:
-        second = submit(alice, one.replace("name: one", "name: second"))
+        second = submit(alice, "second", worker=one)
         run_until(
             slurm,
             second,
@@ -300,22 +236,7 @@ def test_the_watch_wakes_on_a_task_publishing_and_ending_and_nodes_come_from_sin
     )
     watcher.start()
     try:
-        job = submit(
-            alice,
-            """\
-            protocolVersion: 2
-            name: watched
-            type: job
-            prerequisites:
-              - {name: node, type: dockerimage, uri: "debian:12"}
-            taskRoles:
-              worker:
-                instances: 1
-                dockerImage: node
-                resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}
-                commands: [sleep 1]
-            """,
-        )
+        job = submit(alice, "watched", worker=role(["sleep 1"]))
         run_until(slurm, job, finished)
     finally:
         stop.set()
@@ -327,27 +248,14 @@ def test_the_watch_wakes_on_a_task_publishing_and_ending_and_nodes_come_from_sin
 
 
 def test_a_virtual_cluster_runs_in_its_own_partition(alice, slurm) -> None:
-    text = """\
-        protocolVersion: 2
-        name: placed
-        type: job
-        prerequisites:
-          - {name: node, type: dockerimage, uri: "debian:12"}
-        taskRoles:
-          worker:
-            instances: 1
-            dockerImage: node
-            resourcePerInstance: {cpu: 1, memoryMB: 128, gpu: 0}
-            commands: [echo placed]
-        """
     slurm.vc_partitions = {"default": "nowhere"}
-    job = run_until(slurm, submit(alice, text), finished)
+    job = run_until(slurm, submit(alice, "placed", worker=role(["echo placed"])), finished)
     task = tasks_of(job)["worker-0"]
     assert job.state == JobState.FAILED
     assert "Slurm refused the job" in task.diagnostics and "partition" in task.diagnostics
 
     slurm.vc_partitions = {"default": "batch"}
-    job = run_until(slurm, submit(alice, text.replace("placed", "placed_again")), finished)
+    job = run_until(slurm, submit(alice, "again", worker=role(["echo placed"])), finished)
     assert job.state == JobState.SUCCEEDED, job.reason
     attempt = slurm.root / job.attempts.get().key
     assert "#SBATCH --partition=batch" in (attempt / "job.sh").read_text()
