@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import shlex
 import shutil
+import stat
 import threading
 from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,13 +50,16 @@ from backends.base import (
 )
 from backends.ended import ENDED_DIR, ended_batches
 from backends.exits import describe_exit
+from backends.logfiles import open_beneath
 from backends.pty import PtySession, ShellSpec
 from backends.slurm import states
 from backends.slurm.commands import SlurmClient, SlurmError, SlurmJob
 from backends.slurm.script import WRAPPER, Component, batch_script, component_of
 
+log = logging.getLogger(__name__)
 JOB_ID_FILE = "slurm-job"  # the Slurm job that runs the tasks of a directory (attempt or task)
 ROLES_FILE = "roles.json"  # role -> component of the attempt's job
+SMALL_FILE_BYTES = 64 * 1024  # read of a task's small files at most (address, exit code)
 
 
 class SlurmBackendError(RuntimeError):
@@ -108,23 +113,25 @@ class SlurmBackend:
     def _stage(self, directory: Path, task: TaskLaunch) -> None:
         (self.root / ENDED_DIR).mkdir(mode=0o700, parents=True, exist_ok=True)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _write(directory / "bootstrap.sh", task.script)
-        _write(
-            directory / "env.sh",
+        self._write(directory, "bootstrap.sh", task.script)
+        self._write(
+            directory,
+            "env.sh",
             "".join(f"export {k}={shlex.quote(v)}\n" for k, v in task.env.items()),
         )
-        _write(
-            directory / "ports",
+        self._write(
+            directory,
+            "ports",
             "".join(f"{label} {len(ports)}\n" for label, ports in task.placement.ports.items()),
         )
         for path, content in task.files.items():
             target = directory / check_file_path(path)
             target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _write(target, content)
+            self._write(target.parent, target.name, content)
         launch = {"role": task.role, "index": task.index, "retry": task.retry}
         launch["partition"] = self.partition_of(task)
         launch |= {"component": component_of(task, 1).__dict__}
-        _write(directory / "launch.json", json.dumps(launch))
+        self._write(directory, "launch.json", json.dumps(launch))
 
     def _submit_when_staged(self, attempt: Path, task_count: int) -> None:
         """Submit the attempt's job once every one of its ``task_count`` tasks is staged."""
@@ -144,7 +151,7 @@ class SlurmBackend:
             counts[launch["role"]] = counts.get(launch["role"], 0) + 1
         components = [Component(**{**roles[r], "tasks": counts[r]}) for r in roles]
         steps = [self._step(attempt, role) for role in roles]
-        _write(attempt / ROLES_FILE, json.dumps({role: k for k, role in enumerate(roles)}))
+        self._write(attempt, ROLES_FILE, json.dumps({role: k for k, role in enumerate(roles)}))
         self._submit(attempt, attempt.name, components, steps, staged[0]["partition"])
 
     def _submit_alone(self, directory: Path, task: TaskLaunch) -> None:
@@ -166,7 +173,7 @@ class SlurmBackend:
     def _wrapper(self, attempt: Path) -> list[str]:
         path = attempt / "task.sh"
         if not path.exists():
-            _write(path, WRAPPER)
+            self._write(attempt, path.name, WRAPPER)
         return ["/bin/sh", shlex.quote(str(path))]
 
     def _submit(
@@ -184,12 +191,12 @@ class SlurmBackend:
             job_id = held[0].het_id
         else:
             script = batch_script(name, str(directory), components, steps, partition)
-            _write(directory / "job.sh", script)
+            self._write(directory, "job.sh", script)
             try:
                 job_id = self.client.submit(script, str(directory))
             except SlurmError as exc:
                 raise SlurmBackendError(f"Slurm refused the job: {exc}") from exc
-        _write(directory / JOB_ID_FILE, job_id)
+        self._write(directory, JOB_ID_FILE, job_id)
 
     def partition_of(self, task: TaskLaunch) -> str:
         """The partition of the task's virtual cluster (``SLURM_VC_PARTITIONS``), else the
@@ -217,12 +224,12 @@ class SlurmBackend:
         directory = self._task_dir(ref)
         if directory is None or not directory.is_dir():
             return Observation(ref, TaskPhase.GONE)
-        address = _read_json(directory / "address.json")
+        address = self._read_json(directory, "address.json")
         ip, node = address.get("ip", ""), address.get("node", "")
-        started = _mtime(directory / "address.json")
+        started = self._mtime(directory, "address.json")
         job_id, component = self._job_of(directory)
         slurm = queue.get((job_id, component)) if job_id else None
-        code = _read_int(directory / "exit")
+        code = self._read_int(directory, "exit")
         if code is not None:
             words = describe_exit(code) if code else ""
             if (directory / "oom").exists():
@@ -239,7 +246,7 @@ class SlurmBackend:
                 exit_code=code,
                 diagnostics=words,
                 started_at=started,
-                finished_at=_mtime(directory / "exit"),
+                finished_at=self._mtime(directory, "exit"),
             )
         if not job_id:
             if (directory / "stop").exists():
@@ -282,12 +289,12 @@ class SlurmBackend:
 
     def _job_of(self, directory: Path) -> tuple[str, int]:
         """The Slurm job that runs the task in ``directory`` and its component ("" unsent)."""
-        own = _read_text(directory / JOB_ID_FILE)
+        own = self._read_text(directory, JOB_ID_FILE)
         if own:
             return own, 0
-        job_id = _read_text(directory.parent / JOB_ID_FILE)
-        roles = _read_json(directory.parent / ROLES_FILE)
-        launch = _read_json(directory / "launch.json")
+        job_id = self._read_text(directory.parent, JOB_ID_FILE)
+        roles = self._read_json(directory.parent, ROLES_FILE)
+        launch = self._read_json(directory, "launch.json")
         return job_id, int(roles.get(launch.get("role", ""), 0))
 
     def watch(self, stop: threading.Event | None = None) -> Iterator[WatchedChanges]:
@@ -301,11 +308,13 @@ class SlurmBackend:
         """Write the task's ``peers.env``: its environment with every task's address, which
         its barrier sources."""
         directory = self._task_dir(ref)
-        if directory is not None and directory.is_dir():
-            _write(
-                directory / "peers.env",
-                "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()),
-            )
+        if directory is None:
+            return
+        text = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+        try:
+            self._write(directory, "peers.env", text)
+        except OSError as exc:  # gone, or a link the task put in its directory's place
+            log.warning("could not hand %s its peers: %s", ref, exc)
 
     # -- stopping and cleaning up ---------------------------------------------------------------
 
@@ -314,16 +323,22 @@ class SlurmBackend:
         to Slurm is never sent); a Slurm job whose every task stops gets SIGTERM at once,
         and each wrapper kills its task after the grace."""
         jobs: dict[str, Path] = {}
+        now: set[str] = set()  # jobs signalled whatever their other tasks do
         for ref in refs:
             directory = self._task_dir(ref)
             if directory is None or not directory.is_dir():
                 continue
-            _write(directory / "stop", "")
             job_id, _ = self._job_of(directory)
+            try:
+                self._write(directory, "stop", "")
+            except OSError as exc:  # a link the task put in its directory's place
+                log.warning("no stop file for %s (%s): its whole Slurm job is signalled", ref, exc)
+                now.add(job_id)
             if job_id:
                 jobs[job_id] = directory
         for job_id, directory in jobs.items():
-            if all((d / "stop").exists() or (d / "exit").exists() for d in _job_tasks(directory)):
+            tasks = self._job_tasks(directory)
+            if job_id in now or all((d / "stop").exists() or (d / "exit").exists() for d in tasks):
                 self.client.signal([job_id], "TERM")
 
     def cleanup(self, keep_attempt_keys: Collection[str]) -> list[str]:
@@ -353,17 +368,17 @@ class SlurmBackend:
 
     def read_log(self, ref: str, stream: str, tail_bytes: int | None = None) -> bytes:
         directory = self._task_dir(ref)
-        return logs.read_log(directory, stream, tail_bytes) if directory else b""
+        return logs.read_log(directory, stream, tail_bytes, self.root) if directory else b""
 
     def read_log_head(self, ref: str, stream: str, head_bytes: int) -> bytes:
         directory = self._task_dir(ref)
-        return logs.read_log_head(directory, stream, head_bytes) if directory else b""
+        return logs.read_log_head(directory, stream, head_bytes, self.root) if directory else b""
 
     def log_chunks(
         self, ref: str, stream: str, chunk_bytes: int = LOG_CHUNK_BYTES
     ) -> Iterator[bytes]:
         directory = self._task_dir(ref)
-        return logs.log_chunks(directory, stream, chunk_bytes) if directory else iter(())
+        return logs.log_chunks(directory, stream, chunk_bytes, self.root) if directory else iter(())
 
     def shell(self, ref: str) -> PtySession | None:
         """A shell in the running task's allocation (``srun --overlap --pty`` on its node),
@@ -371,7 +386,7 @@ class SlurmBackend:
         directory = self._task_dir(ref)
         if directory is None or (directory / "exit").exists():
             return None
-        address = _read_json(directory / "address.json")
+        address = self._read_json(directory, "address.json")
         job_id = address.get("job", "")
         if not job_id or not address.get("node"):
             return None
@@ -422,18 +437,73 @@ class SlurmBackend:
             return None
         return self.root / attempt / task
 
+    def _job_tasks(self, directory: Path) -> list[Path]:
+        """The directories of every task that the Slurm job running ``directory``'s task runs."""
+        if (directory / JOB_ID_FILE).exists():
+            return [directory]  # a task run again alone
+        return [
+            d
+            for d in directory.parent.iterdir()
+            if (d / "launch.json").exists()
+            and not (d / JOB_ID_FILE).exists()
+            and self._read_json(d, "launch.json").get("retry") == 0
+        ]
 
-def _job_tasks(directory: Path) -> list[Path]:
-    """The directories of every task that the Slurm job running ``directory``'s task runs."""
-    if (directory / JOB_ID_FILE).exists():
-        return [directory]  # a task run again alone
-    return [
-        d
-        for d in directory.parent.iterdir()
-        if (d / "launch.json").exists()
-        and not (d / JOB_ID_FILE).exists()
-        and _read_json(d / "launch.json").get("retry") == 0
-    ]
+    # -- the task directories' files -----------------------------------------------------------
+
+    def _read(self, directory: Path, name: str) -> tuple[str, datetime] | None:
+        """A small file of a task's directory and when it was written; None when there is none,
+        or where a symbolic link or something other than a plain file stands (the task may have
+        put one there: ``logfiles.open_beneath``)."""
+        try:
+            parts = [*directory.relative_to(self.root).parts, name]
+            fd = open_beneath(self.root, parts, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            text = f.read(SMALL_FILE_BYTES).decode("utf-8", "replace").strip()
+        return text, datetime.fromtimestamp(info.st_mtime, UTC)
+
+    def _read_text(self, directory: Path, name: str) -> str:
+        found = self._read(directory, name)
+        return found[0] if found else ""
+
+    def _read_json(self, directory: Path, name: str) -> dict[str, Any]:
+        text = self._read_text(directory, name)
+        try:
+            value = json.loads(text) if text else {}
+        except json.JSONDecodeError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    def _read_int(self, directory: Path, name: str) -> int | None:
+        text = self._read_text(directory, name)
+        return int(text) if text.lstrip("-").isdigit() else None
+
+    def _mtime(self, directory: Path, name: str) -> datetime | None:
+        found = self._read(directory, name)
+        return found[1] if found else None
+
+    def _write(self, directory: Path, name: str, text: str) -> None:
+        """Write ``directory / name`` atomically (a reader on another node never sees half a
+        file), mode 600, through no symbolic link below ``root`` and onto none: a task could put
+        a link where the portal writes (``peers.env``, ``stop``) to have the portal overwrite a
+        file of its machine."""
+        parts = directory.relative_to(self.root).parts
+        folder = open_beneath(self.root, parts, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            tmp = f".{name}.tmp"
+            with suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=folder)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            with os.fdopen(os.open(tmp, flags, 0o600, dir_fd=folder), "w") as f:
+                f.write(text)
+            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        finally:
+            os.close(folder)
 
 
 def _gpus_of(gres: str) -> dict[str, int]:
@@ -446,40 +516,3 @@ def _gpus_of(gres: str) -> dict[str, int]:
         kind = parts[1] if len(parts) == 3 else ""
         gpus[kind] = gpus.get(kind, 0) + int(parts[-1])
     return gpus
-
-
-def _write(path: Path, text: str) -> None:
-    """Write atomically (a reader on another node never sees half a file), mode 600."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except (FileNotFoundError, NotADirectoryError):
-        return ""
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    text = _read_text(path)
-    try:
-        value = json.loads(text) if text else {}
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _read_int(path: Path) -> int | None:
-    text = _read_text(path)
-    return int(text) if text.lstrip("-").isdigit() else None
-
-
-def _mtime(path: Path) -> datetime | None:
-    try:
-        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
-    except FileNotFoundError:
-        return None

@@ -259,3 +259,46 @@ def test_a_virtual_cluster_runs_in_its_own_partition(alice, slurm) -> None:
     assert job.state == JobState.SUCCEEDED, job.reason
     attempt = slurm.root / job.attempts.get().key
     assert "#SBATCH --partition=batch" in (attempt / "job.sh").read_text()
+
+
+def test_a_hostile_task_reads_and_overwrites_nothing_of_the_portals_machine_through_links(
+    alice, slurm, tmp_path: Path
+) -> None:
+    # Files of the portal's machine, not of the nodes: a task can only name them in links
+    # left in its own directory, which the portal then reads or writes.
+    secret = tmp_path / "secret"
+    secret.write_text("the portal's secret")
+    victim = tmp_path / "victim"
+    victim.write_text("untouched")
+    fake = tmp_path / "fake-task"
+    fake.mkdir()
+    (fake / "stdout.log").write_text("the portal's secret")
+    commands = [
+        f"mv stdout.log real.log && ln -s {secret} stdout.log",
+        "mv stderr.log real-err.log && mkfifo stderr.log",  # a reader of it would hang
+        f"ln -s {victim} .stop.tmp && ln -s {victim} .peers.env.tmp",
+        "touch ready",
+        "sleep 300",
+    ]
+    job = submit(alice, "hostile", worker=role(commands), other=role(["sleep 300"]))
+    run_until(
+        slurm,
+        job,
+        lambda j: (slurm.work_dir(tasks_of(j)["worker-0"].backend_ref) / "ready").exists(),
+    )
+    ref = tasks_of(job)["worker-0"].backend_ref
+    assert slurm.read_log(ref, "stdout") == b""
+    assert slurm.read_log(ref, "stderr") == b""
+    assert list(slurm.log_chunks(ref, "stdout")) == []
+    slurm.publish_peers(ref, {"PAI_X": "1"})  # onto the link's name, not through it
+    assert lifecycle.stop(job, alice)
+    job = run_until(slurm, job, finished, seconds=60)
+    assert victim.read_text() == "untouched"
+    # Its directory swapped for a link to a directory of the portal's machine: nothing read.
+    directory = slurm.work_dir(ref)
+    directory.rename(directory.with_name("moved"))
+    directory.symlink_to(fake)
+    assert slurm.read_log(ref, "stdout") == b""
+    slurm.publish_peers(ref, {"PAI_X": "1"})
+    slurm.stop([ref])
+    assert sorted(p.name for p in fake.iterdir()) == ["stdout.log"]  # nothing written there
