@@ -230,6 +230,14 @@ class SupportsPeers(Protocol):
 
 
 @runtime_checkable
+class SupportsRunAs(Protocol):
+    """An optional method of a backend whose tasks run as an account of the cluster (Slurm):
+    who a user's tasks run as, in words, for the job page."""
+
+    def runs_as(self, user: str) -> str: ...
+
+
+@runtime_checkable
 class SupportsNodes(Protocol):
     """An optional method of a backend: the capacity of each node by name, for the Node table
     (``clusters.capacity.backend_nodes``; without it the whole cluster is one node)."""

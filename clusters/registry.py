@@ -109,6 +109,7 @@ def slurm_backend() -> Backend:
         partition=settings.SLURM_PARTITION,
         stop_grace_seconds=settings.SLURM_STOP_GRACE_SECONDS,
         vc_partitions=dict(settings.SLURM_VC_PARTITIONS),
+        accounts=dict(settings.SLURM_USER_ACCOUNTS),
     )
 
 

@@ -482,6 +482,9 @@ SLURM_CONF = env_str("SLURM_CONF", "")  # "" = the commands' default (/etc/slurm
 SLURM_ROOT = Path(env_str("SLURM_ROOT", str(VAR_DIR / "slurm")))
 SLURM_PARTITION = env_str("SLURM_PARTITION", "")  # "" = the cluster's default partition
 SLURM_VC_PARTITIONS = env_pairs("SLURM_VC_PARTITIONS")  # vc=partition,...: a VC's own partition
+# user=account,...: a portal user's jobs run as that Unix account of the cluster (a name known
+# here, or uid[:gid]; the portal must run as root); anyone else's as the portal's own account.
+SLURM_USER_ACCOUNTS = env_pairs("SLURM_USER_ACCOUNTS")
 SLURM_STOP_GRACE_SECONDS = env_int("SLURM_STOP_GRACE_SECONDS", 10, minimum=0)
 SLURM_COMMAND_TIMEOUT_SECONDS = env_float("SLURM_COMMAND_TIMEOUT_SECONDS", 30.0, minimum=1.0)
 # The directories (and logs) of finished attempts are removed this long after the attempt ended.

@@ -26,13 +26,12 @@ import fcntl
 import json
 import logging
 import os
+import pwd
 import shlex
 import shutil
-import stat
 import threading
 from collections.abc import Collection, Iterator
-from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,16 +49,15 @@ from backends.base import (
 )
 from backends.ended import ENDED_DIR, ended_batches
 from backends.exits import describe_exit
-from backends.logfiles import open_beneath
 from backends.pty import PtySession, ShellSpec
 from backends.slurm import states
-from backends.slurm.commands import SlurmClient, SlurmError, SlurmJob
+from backends.slurm.commands import Account, SlurmClient, SlurmError, SlurmJob, as_account
+from backends.slurm.files import SharedDir
 from backends.slurm.script import WRAPPER, Component, batch_script, component_of
 
 log = logging.getLogger(__name__)
 JOB_ID_FILE = "slurm-job"  # the Slurm job that runs the tasks of a directory (attempt or task)
 ROLES_FILE = "roles.json"  # role -> component of the attempt's job
-SMALL_FILE_BYTES = 64 * 1024  # read of a task's small files at most (address, exit code)
 
 
 class SlurmBackendError(RuntimeError):
@@ -76,12 +74,15 @@ class SlurmBackend:
         partition: str = "",
         stop_grace_seconds: int = 10,
         vc_partitions: dict[str, str] | None = None,
+        accounts: dict[str, str] | None = None,
     ) -> None:
         self.root = Path(root)
+        self.files = SharedDir(self.root)
         self.client = client
         self.partition = partition
         self.vc_partitions = dict(vc_partitions or {})  # a virtual cluster -> its partition
         self.stop_grace_seconds = stop_grace_seconds
+        self.accounts = dict(accounts or {})  # a portal user -> the Unix account jobs run as
 
     # -- placing and launching ------------------------------------------------------------------
 
@@ -102,45 +103,88 @@ class SlurmBackend:
         task_dir = f"{task.role}-{task.index}" + (f"-r{task.retry}" if task.retry else "")
         ref = f"{task.attempt_key}/{task_dir}"
         attempt = self.root / task.attempt_key
-        self._stage(attempt / task_dir, task)
+        account = self.account_of(task.env.get("PAI_USER_NAME", ""))
+        self._stage(attempt, attempt / task_dir, task, account)
         with self._locked(attempt):
             if task.retry:
-                self._submit_alone(attempt / task_dir, task)
+                self._submit_alone(attempt / task_dir, task, account)
             else:
-                self._submit_when_staged(attempt, int(task.env.get("PAI_JOB_TASK_COUNT", "1")))
+                count = int(task.env.get("PAI_JOB_TASK_COUNT", "1"))
+                self._submit_when_staged(attempt, count, account)
         return ref
 
-    def _stage(self, directory: Path, task: TaskLaunch) -> None:
-        (self.root / ENDED_DIR).mkdir(mode=0o700, parents=True, exist_ok=True)
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._write(directory, "bootstrap.sh", task.script)
-        self._write(
+    def account_of(self, user: str) -> Account | None:
+        """The Unix account ``user``'s jobs run as (``SLURM_USER_ACCOUNTS``: a name known to
+        this machine, or ``uid[:gid]``); None: the portal's own."""
+        value = self.accounts.get(user)
+        if value is None:
+            return None
+        if os.geteuid() != 0:
+            raise SlurmBackendError(
+                "SLURM_USER_ACCOUNTS: only a portal running as root on its submit host can "
+                f"submit jobs as {value}"
+            )
+        uid, _, gid = value.partition(":")
+        if uid.isdigit() and (gid.isdigit() or not gid):
+            return Account(value, int(uid), int(gid or uid))
+        try:
+            entry = pwd.getpwnam(value)
+        except KeyError:
+            raise SlurmBackendError(f"SLURM_USER_ACCOUNTS: no account {value!r} here") from None
+        return Account(value, entry.pw_uid, entry.pw_gid)
+
+    def runs_as(self, user: str) -> str:
+        """Who ``user``'s tasks run as, in words (the job page says it)."""
+        value = self.accounts.get(user)
+        if value is None:
+            return f"the portal's own account ({pwd.getpwuid(os.geteuid()).pw_name})"
+        return f"the account {value}"
+
+    def _directory(self, path: Path, mode: int, account: Account | None = None) -> None:
+        path.mkdir(mode=mode, parents=True, exist_ok=True)
+        path.chmod(mode)  # whatever the umask
+        if account:
+            os.chown(path, account.uid, account.gid)
+
+    def _stage(
+        self, attempt: Path, directory: Path, task: TaskLaunch, account: Account | None
+    ) -> None:
+        # Every account may pass through the root and an attempt, and leave a file in
+        # .ended (sticky: none removes another's); only a task's own account enters its
+        # directory.
+        self._directory(self.root, 0o711)
+        self._directory(self.root / ENDED_DIR, 0o1733)
+        self._directory(attempt, 0o711)
+        self._directory(directory, 0o700, account)
+        self.files.write(directory, "bootstrap.sh", task.script)
+        self.files.write(
             directory,
             "env.sh",
             "".join(f"export {k}={shlex.quote(v)}\n" for k, v in task.env.items()),
         )
-        self._write(
+        self.files.write(
             directory,
             "ports",
             "".join(f"{label} {len(ports)}\n" for label, ports in task.placement.ports.items()),
         )
         for path, content in task.files.items():
             target = directory / check_file_path(path)
-            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._write(target.parent, target.name, content)
+            self._directory(target.parent, 0o700, account)
+            self.files.write(target.parent, target.name, content)
         launch = {"role": task.role, "index": task.index, "retry": task.retry}
         launch["partition"] = self.partition_of(task)
+        launch["account"] = account.__dict__ if account else None
         launch |= {"component": component_of(task, 1).__dict__}
-        self._write(directory, "launch.json", json.dumps(launch))
+        self.files.write(directory, "launch.json", json.dumps(launch))
 
-    def _submit_when_staged(self, attempt: Path, task_count: int) -> None:
+    def _submit_when_staged(self, attempt: Path, task_count: int, account: Account | None) -> None:
         """Submit the attempt's job once every one of its ``task_count`` tasks is staged."""
         if (attempt / JOB_ID_FILE).exists():
             return
         staged = [
-            json.loads(path.read_text())
+            launch
             for path in attempt.glob("*/launch.json")
-            if json.loads(path.read_text())["retry"] == 0
+            if (launch := self.files.read_json(path.parent, path.name)).get("retry") == 0
         ]
         if len(staged) < task_count:
             return
@@ -151,16 +195,18 @@ class SlurmBackend:
             counts[launch["role"]] = counts.get(launch["role"], 0) + 1
         components = [Component(**{**roles[r], "tasks": counts[r]}) for r in roles]
         steps = [self._step(attempt, role) for role in roles]
-        self._write(attempt, ROLES_FILE, json.dumps({role: k for k, role in enumerate(roles)}))
-        self._submit(attempt, attempt.name, components, steps, staged[0]["partition"])
+        self.files.write(attempt, ROLES_FILE, json.dumps({role: k for k, role in enumerate(roles)}))
+        self._directory(attempt / "batch", 0o700, account)  # the batch script's own output
+        partition = staged[0]["partition"]
+        self._submit(attempt, attempt.name, components, steps, partition, account)
 
-    def _submit_alone(self, directory: Path, task: TaskLaunch) -> None:
+    def _submit_alone(self, directory: Path, task: TaskLaunch, account: Account | None) -> None:
         if (directory / JOB_ID_FILE).exists():
             return
         name = f"{task.attempt_key}.{directory.name}"
         step = [shlex.quote(str(directory)), str(self.stop_grace_seconds)]
         components, steps = [component_of(task, 1)], [self._wrapper(directory.parent) + step]
-        self._submit(directory, name, components, steps, self.partition_of(task))
+        self._submit(directory, name, components, steps, self.partition_of(task), account)
 
     def _step(self, attempt: Path, role: str) -> list[str]:
         return [
@@ -173,7 +219,7 @@ class SlurmBackend:
     def _wrapper(self, attempt: Path) -> list[str]:
         path = attempt / "task.sh"
         if not path.exists():
-            self._write(attempt, path.name, WRAPPER)
+            self.files.write(attempt, path.name, WRAPPER, mode=0o644)  # no secret in it
         return ["/bin/sh", shlex.quote(str(path))]
 
     def _submit(
@@ -183,6 +229,7 @@ class SlurmBackend:
         components: list[Component],
         steps: list[list[str]],
         partition: str,
+        account: Account | None,
     ) -> None:
         """Submit once: a job of this name that Slurm holds already (submitted by a launch
         that died before it wrote the id down) is taken as it is."""
@@ -190,13 +237,14 @@ class SlurmBackend:
         if held:
             job_id = held[0].het_id
         else:
-            script = batch_script(name, str(directory), components, steps, partition)
-            self._write(directory, "job.sh", script)
+            output = directory / "batch" if (directory / "batch").is_dir() else directory
+            script = batch_script(name, str(output), components, steps, partition)
+            self.files.write(directory, "job.sh", script)
             try:
-                job_id = self.client.submit(script, str(directory))
+                job_id = self.client.submit(script, str(directory), run_as=account)
             except SlurmError as exc:
                 raise SlurmBackendError(f"Slurm refused the job: {exc}") from exc
-        self._write(directory, JOB_ID_FILE, job_id)
+        self.files.write(directory, JOB_ID_FILE, job_id)
 
     def partition_of(self, task: TaskLaunch) -> str:
         """The partition of the task's virtual cluster (``SLURM_VC_PARTITIONS``), else the
@@ -224,12 +272,12 @@ class SlurmBackend:
         directory = self._task_dir(ref)
         if directory is None or not directory.is_dir():
             return Observation(ref, TaskPhase.GONE)
-        address = self._read_json(directory, "address.json")
+        address = self.files.read_json(directory, "address.json")
         ip, node = address.get("ip", ""), address.get("node", "")
-        started = self._mtime(directory, "address.json")
+        started = self.files.mtime(directory, "address.json")
         job_id, component = self._job_of(directory)
         slurm = queue.get((job_id, component)) if job_id else None
-        code = self._read_int(directory, "exit")
+        code = self.files.read_int(directory, "exit")
         if code is not None:
             words = describe_exit(code) if code else ""
             if (directory / "oom").exists():
@@ -246,7 +294,7 @@ class SlurmBackend:
                 exit_code=code,
                 diagnostics=words,
                 started_at=started,
-                finished_at=self._mtime(directory, "exit"),
+                finished_at=self.files.mtime(directory, "exit"),
             )
         if not job_id:
             if (directory / "stop").exists():
@@ -289,12 +337,12 @@ class SlurmBackend:
 
     def _job_of(self, directory: Path) -> tuple[str, int]:
         """The Slurm job that runs the task in ``directory`` and its component ("" unsent)."""
-        own = self._read_text(directory, JOB_ID_FILE)
+        own = self.files.read_text(directory, JOB_ID_FILE)
         if own:
             return own, 0
-        job_id = self._read_text(directory.parent, JOB_ID_FILE)
-        roles = self._read_json(directory.parent, ROLES_FILE)
-        launch = self._read_json(directory, "launch.json")
+        job_id = self.files.read_text(directory.parent, JOB_ID_FILE)
+        roles = self.files.read_json(directory.parent, ROLES_FILE)
+        launch = self.files.read_json(directory, "launch.json")
         return job_id, int(roles.get(launch.get("role", ""), 0))
 
     def watch(self, stop: threading.Event | None = None) -> Iterator[WatchedChanges]:
@@ -312,7 +360,7 @@ class SlurmBackend:
             return
         text = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
         try:
-            self._write(directory, "peers.env", text)
+            self.files.write(directory, "peers.env", text)
         except OSError as exc:  # gone, or a link the task put in its directory's place
             log.warning("could not hand %s its peers: %s", ref, exc)
 
@@ -330,7 +378,7 @@ class SlurmBackend:
                 continue
             job_id, _ = self._job_of(directory)
             try:
-                self._write(directory, "stop", "")
+                self.files.write(directory, "stop", "")
             except OSError as exc:  # a link the task put in its directory's place
                 log.warning("no stop file for %s (%s): its whole Slurm job is signalled", ref, exc)
                 now.add(job_id)
@@ -386,17 +434,31 @@ class SlurmBackend:
         directory = self._task_dir(ref)
         if directory is None or (directory / "exit").exists():
             return None
-        address = self._read_json(directory, "address.json")
-        job_id = address.get("job", "")
-        if not job_id or not address.get("node"):
+        # The job from the portal's own records, not from what the task wrote: a task could
+        # name another job in its address.json.
+        het_id, component = self._job_of(directory)
+        own = (directory / JOB_ID_FILE).exists()
+        name = f"{directory.parent.name}.{directory.name}" if own else directory.parent.name
+        running = [
+            job.job_id
+            for job in self.client.queue([name])
+            if (job.het_id, job.component) == (het_id, component) and job.state == "RUNNING"
+        ]
+        node = self.files.read_json(directory, "address.json").get("node", "")
+        if not het_id or not running or not isinstance(node, str) or not node:
             return None
+        launch = self.files.read_json(directory, "launch.json")
+        account = Account(**launch["account"]) if launch.get("account") else None
         line = (
+            'PATH="${PATH:-/usr/local/bin:/usr/bin:/bin}"; export PATH; '
             f"cd {shlex.quote(str(directory))} && . ./env.sh && "
-            "{ [ ! -f peers.env ] || . ./peers.env; } && { exec bash -i || exec sh -i; }"
+            "{ [ ! -f peers.env ] || . ./peers.env; } && "
+            "{ ! command -v bash >/dev/null || exec bash -i; } && exec sh -i"
         )
         argv = [
-            "srun", f"--jobid={job_id}", "--overlap", "--pty", f"--nodelist={address['node']}",
-            "--nodes=1", "--ntasks=1", "--export=NONE", "/bin/sh", "-c", line,
+            "srun", f"--jobid={running[0]}", *as_account(account), "--overlap", "--pty",
+            f"--nodelist={node}", "--nodes=1", "--ntasks=1", "--export=NONE",
+            "/bin/sh", "-c", line,
         ]  # fmt: skip
         return PtySession(ShellSpec(argv, self.client.env(), str(self.root)))
 
@@ -446,64 +508,8 @@ class SlurmBackend:
             for d in directory.parent.iterdir()
             if (d / "launch.json").exists()
             and not (d / JOB_ID_FILE).exists()
-            and self._read_json(d, "launch.json").get("retry") == 0
+            and self.files.read_json(d, "launch.json").get("retry") == 0
         ]
-
-    # -- the task directories' files -----------------------------------------------------------
-
-    def _read(self, directory: Path, name: str) -> tuple[str, datetime] | None:
-        """A small file of a task's directory and when it was written; None when there is none,
-        or where a symbolic link or something other than a plain file stands (the task may have
-        put one there: ``logfiles.open_beneath``)."""
-        try:
-            parts = [*directory.relative_to(self.root).parts, name]
-            fd = open_beneath(self.root, parts, os.O_RDONLY | os.O_NONBLOCK)
-        except OSError:
-            return None
-        with os.fdopen(fd, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                return None
-            text = f.read(SMALL_FILE_BYTES).decode("utf-8", "replace").strip()
-        return text, datetime.fromtimestamp(info.st_mtime, UTC)
-
-    def _read_text(self, directory: Path, name: str) -> str:
-        found = self._read(directory, name)
-        return found[0] if found else ""
-
-    def _read_json(self, directory: Path, name: str) -> dict[str, Any]:
-        text = self._read_text(directory, name)
-        try:
-            value = json.loads(text) if text else {}
-        except json.JSONDecodeError:
-            return {}
-        return value if isinstance(value, dict) else {}
-
-    def _read_int(self, directory: Path, name: str) -> int | None:
-        text = self._read_text(directory, name)
-        return int(text) if text.lstrip("-").isdigit() else None
-
-    def _mtime(self, directory: Path, name: str) -> datetime | None:
-        found = self._read(directory, name)
-        return found[1] if found else None
-
-    def _write(self, directory: Path, name: str, text: str) -> None:
-        """Write ``directory / name`` atomically (a reader on another node never sees half a
-        file), mode 600, through no symbolic link below ``root`` and onto none: a task could put
-        a link where the portal writes (``peers.env``, ``stop``) to have the portal overwrite a
-        file of its machine."""
-        parts = directory.relative_to(self.root).parts
-        folder = open_beneath(self.root, parts, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            tmp = f".{name}.tmp"
-            with suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=folder)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            with os.fdopen(os.open(tmp, flags, 0o600, dir_fd=folder), "w") as f:
-                f.write(text)
-            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
-        finally:
-            os.close(folder)
 
 
 def _gpus_of(gres: str) -> dict[str, int]:

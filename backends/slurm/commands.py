@@ -32,6 +32,20 @@ UNREACHABLE = re.compile(
 SEP = "\x1f"  # between the fields of squeue's and sinfo's output (never in a job name)
 
 
+@dataclass(frozen=True)
+class Account:
+    """A Unix account of the cluster that jobs run as (known by the same ids on every node)."""
+
+    name: str
+    uid: int
+    gid: int
+
+
+def as_account(account: Account | None) -> list[str]:
+    """The options of ``sbatch`` and ``srun`` that run a job (or step) as ``account``."""
+    return [f"--uid={account.uid}", f"--gid={account.gid}"] if account else []
+
+
 class SlurmError(RuntimeError):
     """Slurm refused what was asked; the message is Slurm's."""
 
@@ -109,9 +123,11 @@ class SlurmClient:
             raise SlurmError(said if said.startswith(argv[0]) else f"{argv[0]}: {said}")
         return done.stdout
 
-    def submit(self, script: str, directory: str) -> str:
-        """Submit a batch script (read from stdin); the new job's id (the first component's)."""
-        out = self.run(["sbatch", "--parsable", f"--chdir={directory}"], stdin=script)
+    def submit(self, script: str, directory: str, run_as: Account | None = None) -> str:
+        """Submit a batch script (read from stdin), as ``run_as`` when given (root only); the
+        new job's id (the first component's)."""
+        argv = ["sbatch", "--parsable", f"--chdir={directory}", *as_account(run_as)]
+        out = self.run(argv, stdin=script)
         return out.strip().split(";")[0]
 
     def queue(self, names: Sequence[str] | None = None) -> list[SlurmJob]:

@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from backends.base import SupportsLimits
+from backends.base import SupportsLimits, SupportsRunAs
 from clusters.registry import get_backend
 from jobs import lifecycle
 from jobs.access import job_for, job_view_for, summary_reason
@@ -96,6 +96,8 @@ def job_detail(request: HttpRequest, username: str, name: str) -> HttpResponse:
     context["image_unused"] = context["backend_name"] == "local" and not settings.LOCAL_IMAGES
     backend = get_backend()
     context["unlimited"] = backend.unlimited() if isinstance(backend, SupportsLimits) else []
+    owner = job.owner.get_username()
+    context["runs_as"] = backend.runs_as(owner) if isinstance(backend, SupportsRunAs) else ""
     context["ws_path"] = f"/ws/jobs/{job.id}/"
     return render(request, "jobs/detail.html", context)
 

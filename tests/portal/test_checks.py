@@ -28,7 +28,7 @@ def test_the_settings_the_tests_run_with_pass_the_checks():
 @pytest.mark.parametrize(
     ("name", "value", "check_id"),
     [
-        ("CLUSTER_BACKEND", "slurm", "portal.E001"),
+        ("CLUSTER_BACKEND", "yarn", "portal.E001"),
         ("REDIS_URL", "http://127.0.0.1:6379/0", "portal.E002"),
         ("API_APPLICATION_TOKEN_SECONDS", -1, "portal.E003"),
         ("LOCAL_STOP_GRACE_SECONDS", -0.5, "portal.E003"),
@@ -50,13 +50,13 @@ def test_a_rate_drf_cannot_read_is_an_error(settings):
 def test_manage_py_check_refuses_a_bad_backend_before_anything_runs(tmp_path):
     run = subprocess.run(
         [sys.executable, "manage.py", "check"],
-        env={**os.environ, "CLUSTER_BACKEND": "slurm", "PORTAL_VAR_DIR": str(tmp_path)},
+        env={**os.environ, "CLUSTER_BACKEND": "yarn", "PORTAL_VAR_DIR": str(tmp_path)},
         cwd=ROOT,
         capture_output=True,
         text=True,
     )
     assert run.returncode == 1
-    assert "(portal.E001) CLUSTER_BACKEND is 'slurm'" in run.stderr
+    assert "(portal.E001) CLUSTER_BACKEND is 'yarn'" in run.stderr
 
 
 def test_reading_the_settings_writes_nothing_and_setup_keeps_one_secret_key(tmp_path):

@@ -23,6 +23,8 @@ ALLOWED = {
     ("clusters/registry.py", "backends.kubernetes.api"),
     ("clusters/registry.py", "backends.kubernetes.backend"),
     ("clusters/registry.py", "backends.kubernetes.manifests"),
+    ("clusters/registry.py", "backends.slurm.backend"),
+    ("clusters/registry.py", "backends.slurm.commands"),
 }
 
 

@@ -5,6 +5,7 @@ retry, stop, hit their memory limit, wait for Slurm, log and open a terminal."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -53,15 +54,28 @@ def slurm(slurm_cluster, tmp_path: Path) -> Iterator[SlurmBackend]:
 
 
 def run_until(backend: SlurmBackend, job: Job, done, seconds: float = 180) -> Job:
-    """Reconcile passes (what the portal's worker runs) until ``done(job)`` holds."""
+    """Reconcile passes (what the portal's worker runs) until ``done(job)`` holds; failing at
+    once, with what Slurm and the tasks said, when the job ended otherwise."""
     deadline = time.monotonic() + seconds
     while True:
         run_pass(backend)
         job.refresh_from_db()
         if done(job):
             return job
-        assert time.monotonic() < deadline, f"{job} is {job.state}: {job.reason}"
+        if job.state in FINAL_JOB_STATES or time.monotonic() > deadline:
+            pytest.fail(f"{job} is {job.state}: {job.reason}\n{said_by(backend, job)}")
         time.sleep(0.5)
+
+
+def said_by(backend: SlurmBackend, job: Job) -> str:
+    """The batch scripts' output and the tasks' stderr, to say why a job went wrong."""
+    said = []
+    for attempt in job.attempts.all():
+        for out in sorted((backend.root / attempt.key).glob("**/slurm-*.out")):
+            said.append(f"{out.name}: {out.read_text()[-2000:]}")
+    for name, task in tasks_of(job).items():
+        said.append(f"{name}: {backend.read_log(task.backend_ref, 'stderr').decode()[-2000:]}")
+    return "\n".join(said)
 
 
 def finished(job: Job) -> bool:
@@ -302,3 +316,64 @@ def test_a_hostile_task_reads_and_overwrites_nothing_of_the_portals_machine_thro
     slurm.publish_peers(ref, {"PAI_X": "1"})
     slurm.stop([ref])
     assert sorted(p.name for p in fake.iterdir()) == ["stdout.log"]  # nothing written there
+
+
+ACCOUNTS = {"alice": ("slurmalice", 23001), "bob": ("slurmbob", 23002)}
+
+
+@pytest.fixture
+def accounts(slurm: SlurmBackend, slurm_cluster) -> Iterator[dict[str, str]]:
+    """Two accounts of the cluster, by the same ids on every node and on this submit host (as
+    a site's directory gives them), for alice and bob; the host's are removed after."""
+    added = []
+    for name, uid in ACCOUNTS.values():
+        for node in ["ctl", *slurm_cluster.nodes]:
+            slurm_cluster.exec(node, ["sh", "-c", f"id -u {name} || useradd -u {uid} -U -M {name}"])
+        if subprocess.run(["id", "-u", name], capture_output=True, check=False).returncode:
+            subprocess.run(["useradd", "-u", str(uid), "-U", "-M", name], check=True)
+            added.append(name)
+    slurm.accounts = {user: name for user, (name, _) in ACCOUNTS.items()}
+    yield slurm.accounts
+    for name in added:
+        subprocess.run(["userdel", name], check=True)
+
+
+def test_each_users_jobs_run_as_their_own_account_and_cannot_touch_anothers(
+    alice, bob, slurm, accounts, client
+) -> None:
+    bobs = submit(bob, "bobs", worker=role(["echo bob-secret > mine", "sleep 300"]))
+    run_until(slurm, bobs, lambda j: tasks_of(j)["worker-0"].state == TaskState.RUNNING)
+    bob_task = tasks_of(bobs)["worker-0"]
+    bob_dir = slurm.work_dir(bob_task.backend_ref)
+    bob_job = (bob_dir.parent / "slurm-job").read_text().strip()
+    assert (bob_dir.stat().st_uid, bob_dir.stat().st_mode & 0o777) == (23002, 0o700)
+
+    commands = [
+        "id -u",
+        f"cat {bob_dir}/mine {bob_dir}/bootstrap.sh; echo read=$?",
+        f"scancel {bob_job}; echo cancel=$?",
+        f"touch {bob_dir.parent}/planted; echo plant=$?",
+    ]
+    alices = run_until(slurm, submit(alice, "alices", worker=role(commands)), finished)
+    said = slurm.read_log(tasks_of(alices)["worker-0"].backend_ref, "stdout").decode()
+    assert said.splitlines()[0] == "23001"
+    assert "read=1" in said and "plant=1" in said and "cancel=0" not in said, said
+    assert "bob-secret" not in said
+    run_until(slurm, bobs, lambda j: True)
+    assert tasks_of(bobs)["worker-0"].state == TaskState.RUNNING
+
+    # Bob's terminal is a shell of his account; his job page says whose.
+    shell = slurm.shell(bob_task.backend_ref)
+    assert shell is not None
+    try:
+        shell.write(b"echo uid=$(id -u)\n")
+        seen = b""
+        deadline = time.monotonic() + 60
+        while b"uid=23002" not in seen:
+            assert time.monotonic() < deadline, seen
+            seen += shell.read(1) or b""
+    finally:
+        shell.close()
+    assert slurm.runs_as("bob") == "the account slurmbob"
+    lifecycle.stop(bobs, bob)
+    run_until(slurm, bobs, finished, seconds=60)
