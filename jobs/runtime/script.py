@@ -73,7 +73,7 @@ BARRIER = """portal_resolves() {
   fi
 }
 portal_barrier() {
-  portal_waited=0
+  portal_waited=0  # tenths of a second: a peer published late (Slurm) costs at most 0.1 s
   while :; do
     if [ -f "$PAI_WORK_DIR/peers.env" ]; then . "$PAI_WORK_DIR/peers.env"; fi
     portal_missing=""
@@ -86,12 +86,16 @@ portal_barrier() {
       fi
     done
     [ -z "$portal_missing" ] && return 0
-    if [ "$portal_waited" -ge %(timeout)d ]; then
-      portal_say "barrier timed out after ${portal_waited}s: no address for$portal_missing"
+    if [ "$portal_waited" -ge %(timeout)d0 ]; then
+      portal_say "barrier timed out after $((portal_waited / 10))s: no address for$portal_missing"
       exit %(code)d
     fi
-    sleep 1
-    portal_waited=$((portal_waited + 1))
+    if sleep 0.1 2>/dev/null; then  # fractions of a second: GNU's and busybox's sleep
+      portal_waited=$((portal_waited + 1))
+    else
+      sleep 1
+      portal_waited=$((portal_waited + 10))
+    fi
   done
 }
 portal_barrier
