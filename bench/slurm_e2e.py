@@ -12,8 +12,9 @@ run`` does (bench/_portal.py) with ``CLUSTER_BACKEND=slurm``, the cluster's slur
   COMPLETED; both polled every 10 ms (``sbatch --wait`` sleeps 2 s, then 8 s, between its own
   looks: it would measure its polling); median of 15 after one warm-up each. The portal's
   runs are then broken down by the files its Slurm backend writes in ``SLURM_ROOT`` (their
-  modification times: job.sh before sbatch, slurm-job after it, the task's address.json,
-  the portal's peers.env, the task's exit) and the API's launch and completion times;
+  modification times: job.sh before sbatch, slurm-job after it, the batch's output file made
+  as it starts, unless written to later, the task's address.json, the portal's peers.env, the
+  task's exit) and the API's launch and completion times;
 - ``--jobs N`` (default 200) jobs by 8 clients, first submit -> last finished: the portal's
   (last ``completedTime``) and sbatch's (until ``squeue`` asked every 0.5 s shows none).
 
@@ -59,6 +60,7 @@ SLURM_DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "N
 MARKS = (
     ("job.sh", "batch script written (sbatch next)"),
     ("slurm-job", "sbatch returned"),
+    ("slurm-*.out", "batch script started on the node (its output file made)"),
     ("main-0/address.json", "task started on its node, address published"),
     ("main-0/peers.env", "portal published peers.env"),
     ("main-0/exit", "task's wrapper wrote its exit code"),
@@ -108,8 +110,8 @@ def breakdown(root: Path, events: list[dict[str, float]]) -> list[tuple[str, flo
     for attempt, event in zip(attempts, events, strict=True):
         stamps = [("submit answered", event["answered"])]
         for path, label in MARKS:
-            with contextlib.suppress(OSError):
-                stamps.append((label, (attempt / path).stat().st_mtime))
+            with contextlib.suppress(OSError, StopIteration):
+                stamps.append((label, next(attempt.glob(path)).stat().st_mtime))
         stamps += [("launchedTime (API)", event["launched"])]
         stamps += [("completedTime (API)", event["completed"]), ("SUCCEEDED seen", event["seen"])]
         for label, stamp in stamps:
