@@ -10,11 +10,11 @@ run`` does (bench/_portal.py) with ``CLUSTER_BACKEND=slurm``, the cluster's slur
 - one job, submit -> finished: through the REST API until the job is SUCCEEDED, and with
   ``sbatch --parsable`` of a script in the shared directory until ``squeue -t all`` says
   COMPLETED; both polled every 10 ms (``sbatch --wait`` sleeps 2 s, then 8 s, between its own
-  looks: it would measure its polling); median of 15 after one warm-up each. The portal's
-  runs are then broken down by the files its Slurm backend writes in ``SLURM_ROOT`` (their
-  modification times: job.sh before sbatch, slurm-job after it, the batch's output file made
-  as it starts, unless written to later, the task's address.json, the portal's peers.env, the
-  task's exit) and the API's launch and completion times;
+  looks: it would measure its polling); median of 15 (``BENCH_RUNS``) after one warm-up
+  each. The portal's runs are then broken down by the files its Slurm backend writes in
+  ``SLURM_ROOT`` (their modification times: job.sh before sbatch, slurm-job after it, the
+  batch's output file made as it starts, unless written to later, the task's address.json,
+  the portal's peers.env, the task's exit) and the API's launch and completion times;
 - ``--jobs N`` (default 200) jobs by 8 clients, first submit -> last finished: the portal's
   (last ``completedTime``) and sbatch's (until ``squeue`` asked every 0.5 s shows none).
 
@@ -52,7 +52,7 @@ from bench._portal import (  # noqa: E402
 )
 from tests.support import slurm_cluster  # noqa: E402
 
-RUNS = 15
+RUNS = int(os.environ.get("BENCH_RUNS", "15"))  # single jobs measured on each side
 MEMORY_MB = 128
 POLL = 0.01  # seconds between looks at one job, both sides
 SLURM_DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"}

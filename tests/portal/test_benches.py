@@ -2,7 +2,8 @@
 unseen for a session (``bench/k8s_watch.py`` woke passes that observed nothing and never
 ended). Each makes a database of its own on the tests' PostgreSQL server; the figures
 themselves are ``make bench``'s, not the suite's. Slurm's side of ``bench/e2e.py`` is left out:
-it installs Slurm."""
+it installs Slurm; ``bench/slurm_e2e.py`` runs on the Docker cluster of tests/slurm (its slot
+5)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ BENCHES = {
     "protocol.py": ([], {}, "seed 000 jobs per second"),
     "reconcile.py": ([], {}, "one reconcile pass over 10,000 live tasks"),
     "sandbox.py": ([], {"BENCH_RUNS": "3"}, "the sandbox costs a task start"),
+    "slurm_e2e.py": (["--jobs", "4", "--slot", "5"], {"BENCH_RUNS": "2"}, "on Slurm / plain"),
     "submit.py": ([], {"BENCH_SECONDS": "1"}, "submissions per second"),
 }
 
