@@ -392,6 +392,8 @@ class SlurmBackend:
     def cleanup(self, keep_attempt_keys: Collection[str]) -> list[str]:
         """Cancel and remove the attempts not kept (their directories and Slurm jobs)."""
         keep = set(keep_attempt_keys)
+        if not self.root.is_dir():
+            return []
         gone = [
             p
             for p in self.root.iterdir()

@@ -23,6 +23,8 @@ from jobs import lifecycle
 from jobs.lifecycle.passes import run_pass
 from jobs.models import Job, Task
 from jobs.states import FINAL_JOB_STATES, JobState, TaskState
+from tests.runtime.test_openpai_features import outputs
+from tests.runtime.test_openpai_features import submit as submit_feature
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -377,3 +379,25 @@ def test_each_users_jobs_run_as_their_own_account_and_cannot_touch_anothers(
     assert slurm.runs_as("bob") == "the account slurmbob"
     lifecycle.stop(bobs, bob)
     run_until(slurm, bobs, finished, seconds=60)
+
+
+@pytest.mark.parametrize(
+    "feature",
+    [
+        "horovod_ssh.yaml",  # ssh from one node's task into another's, by name
+        "ps_worker.yaml",
+        "ports_serving.yaml",
+        "parameters_secrets.yaml",
+        "prerequisites_deployment.yaml",
+        "retries_completion.yaml",
+        "v1_job.json",
+    ],
+)
+def test_openpais_feature_jobs_run_on_slurm(alice, slurm, feature: str) -> None:
+    """The feature jobs that the local backend runs (tests/runtime/test_openpai_features.py),
+    through OpenPAI's REST API, on the nodes: their commands check what OpenPAI's runtime
+    gives a task and fail with ``OpenPAI check failed`` otherwise. Left out: the GPU job (no
+    GPU here) and the storage plugin's (Slurm mounts no storage: refused at launch)."""
+    job = submit_feature(alice, feature, SHARED=str(slurm.root))
+    job = run_until(slurm, job, finished)
+    assert job.state == JobState.SUCCEEDED, (job.reason, said_by(slurm, job), outputs(slurm, job))
