@@ -16,7 +16,7 @@ import pytest
 import yaml
 from django.contrib.auth.models import AbstractBaseUser
 
-from backends.base import Capacity, Observation, TaskPhase
+from backends.base import Capacity, Observation, TaskPhase, TerminalSession
 from backends.slurm.backend import SlurmBackend
 from backends.slurm.commands import SlurmClient
 from jobs import lifecycle
@@ -78,6 +78,21 @@ def said_by(backend: SlurmBackend, job: Job) -> str:
     for name, task in tasks_of(job).items():
         said.append(f"{name}: {backend.read_log(task.backend_ref, 'stderr').decode()[-2000:]}")
     return "\n".join(said)
+
+
+def answer(shell: TerminalSession | None, line: bytes, until: bytes) -> bytes:
+    """What a terminal printed after ``line`` was typed, up to ``until``; closed after."""
+    assert shell is not None
+    try:
+        shell.write(line)
+        said = b""
+        deadline = time.monotonic() + 60
+        while until not in said:
+            assert time.monotonic() < deadline, said
+            said += shell.read(1) or b""
+        return said
+    finally:
+        shell.close()
 
 
 def finished(job: Job) -> bool:
@@ -201,17 +216,12 @@ def test_the_terminal_opens_in_a_task_and_a_job_slurm_holds_says_why(
     run_until(slurm, first, lambda j: tasks_of(j)["worker-0"].state == TaskState.RUNNING)
     task = tasks_of(first)["worker-0"]
     shell = slurm.shell(task.backend_ref)
-    assert shell is not None
-    try:
-        shell.write(b"echo role=$PAI_CURRENT_TASK_ROLE_NAME node=$(hostname) pwd=$PWD\n")
-        seen = b""
-        deadline = time.monotonic() + 60
-        while b"node=" + task.node.encode() not in seen:
-            assert time.monotonic() < deadline, seen
-            seen += shell.read(1) or b""
-        assert b"role=worker" in seen and task.backend_ref.encode() in seen
-    finally:
-        shell.close()
+    said = answer(
+        shell,
+        b"echo role=$PAI_CURRENT_TASK_ROLE_NAME node=$(hostname) pwd=$PWD\n",
+        b"node=" + task.node.encode(),
+    )
+    assert b"role=worker" in said and task.backend_ref.encode() in said
 
     # Another user of the cluster takes the rest of it: Slurm holds the next job, though the
     # portal, which knows only its own jobs, admits it; the task says why in words.
@@ -366,16 +376,7 @@ def test_each_users_jobs_run_as_their_own_account_and_cannot_touch_anothers(
 
     # Bob's terminal is a shell of his account; his job page says whose.
     shell = slurm.shell(bob_task.backend_ref)
-    assert shell is not None
-    try:
-        shell.write(b"echo uid=$(id -u)\n")
-        seen = b""
-        deadline = time.monotonic() + 60
-        while b"uid=23002" not in seen:
-            assert time.monotonic() < deadline, seen
-            seen += shell.read(1) or b""
-    finally:
-        shell.close()
+    answer(shell, b"echo uid=$(id -u)\n", b"uid=23002")
     assert slurm.runs_as("bob") == "the account slurmbob"
     lifecycle.stop(bobs, bob)
     run_until(slurm, bobs, finished, seconds=60)
