@@ -19,6 +19,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from backends.base import Capacity, Observation, TaskPhase, TerminalSession
 from backends.slurm.backend import SlurmBackend
 from backends.slurm.commands import SlurmClient
+from clusters import capacity
 from jobs import lifecycle
 from jobs.lifecycle.passes import run_pass
 from jobs.models import Job, Task
@@ -108,11 +109,12 @@ def role(
     instances: int = 1,
     cpu: int = 1,
     memory_mb: int = 128,
+    gpu: int = 0,
     ports: dict[str, int] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """One task role of a job run on the nodes' own system."""
-    resources: dict[str, Any] = {"cpu": cpu, "memoryMB": memory_mb, "gpu": 0}
+    resources: dict[str, Any] = {"cpu": cpu, "memoryMB": memory_mb, "gpu": gpu}
     if ports:
         resources["ports"] = ports
     spec = {"instances": instances, "dockerImage": "node", "resourcePerInstance": resources}
@@ -249,10 +251,10 @@ def test_the_watch_wakes_on_a_task_publishing_and_ending_and_nodes_come_from_sin
     alice, slurm
 ) -> None:
     assert slurm.nodes() == {
-        "n1": Capacity(2, 1000, {}),
-        "n2": Capacity(2, 1000, {}),
+        "n1": Capacity(2, 1000, {"tesla": 2}),
+        "n2": Capacity(2, 1000, {"tesla": 2}),
     }
-    assert slurm.capacity() == Capacity(4, 2000, {})
+    assert slurm.capacity() == Capacity(4, 2000, {"tesla": 4})
     seen: list[Observation] = []
     stop = threading.Event()
     watcher = threading.Thread(
@@ -402,3 +404,15 @@ def test_openpais_feature_jobs_run_on_slurm(alice, slurm, feature: str) -> None:
     job = submit_feature(alice, feature, SHARED=str(slurm.root))
     job = run_until(slurm, job, finished)
     assert job.state == JobState.SUCCEEDED, (job.reason, said_by(slurm, job), outputs(slurm, job))
+
+
+def test_a_task_gets_its_gpus_from_slurm(alice, slurm) -> None:
+    """The nodes' GPUs are gres (tests/support/slurm_cluster.py: devices with no driver); a
+    task asking for two gets both of a node, as ``--gpus-per-task``, and OpenPAI's count."""
+    capacity.refresh(slurm)  # what beat does: the portal learns the nodes' GPUs from sinfo
+    commands = ['echo "gpus=$SLURM_JOB_GPUS count=$PAI_CURRENT_TASK_ROLE_GPU_COUNT"']
+    job = run_until(slurm, submit(alice, "gpus", worker=role(commands, gpu=2)), finished)
+    assert job.state == JobState.SUCCEEDED, (job.reason, said_by(slurm, job))
+    ref = tasks_of(job)["worker-0"].backend_ref
+    assert slurm.read_log(ref, "stdout").decode().split() == ["gpus=0,1", "count=2"]
+    assert "--gpus-per-task=2" in (slurm.root / ref.split("/")[0] / "job.sh").read_text()

@@ -58,6 +58,8 @@ NODES = ("n1", "n2")
 PARTITION = "batch"
 NODE_CPUS = 2
 NODE_MEMORY_MB = 1000
+GPU_TYPE = "tesla"
+NODE_GPUS = 2  # entrypoint.sh makes /dev/nvidia0 and /dev/nvidia1
 DEF_MEM_PER_CPU_MB = 100  # a job that asks for no memory takes this, not the whole node's
 
 CLIENTS = ("sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo", "munged")
@@ -163,7 +165,7 @@ def slurm_conf(layout: Layout, auth_info: str = "") -> str:
     """The cluster's slurm.conf; ``auth_info`` the host's ``AuthInfo`` line."""
     nodes = "\n".join(
         f"NodeName={node} NodeAddr={layout.ip(node)} NodeHostname={node} CPUs={NODE_CPUS}"
-        f" RealMemory={NODE_MEMORY_MB} State=UNKNOWN"
+        f" RealMemory={NODE_MEMORY_MB} Gres=gpu:{GPU_TYPE}:{NODE_GPUS} State=UNKNOWN"
         for node in NODES
     )
     return f"""\
@@ -178,6 +180,7 @@ ProctrackType=proctrack/cgroup
 TaskPlugin=task/cgroup
 JobAcctGatherType=jobacct_gather/cgroup
 MpiDefault=none
+GresTypes=gpu
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU_Memory
 DefMemPerCPU={DEF_MEM_PER_CPU_MB}
@@ -198,6 +201,14 @@ SlurmdPidFile=/run/slurmd.pid
 PartitionName={PARTITION} Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP
 """
 
+
+# Each node's GPUs: character devices of NVIDIA's major number, made by entrypoint.sh, with no
+# driver behind them. Slurm schedules them as gres and gives each task its own
+# (CUDA_VISIBLE_DEVICES); nothing can compute on them.
+GRES_CONF = "".join(
+    f"NodeName={node} Name=gpu Type={GPU_TYPE} File=/dev/nvidia[0-{NODE_GPUS - 1}]\n"
+    for node in NODES
+)
 
 CGROUP_CONF = """\
 CgroupPlugin=cgroup/v1
@@ -298,6 +309,7 @@ def write_configs(layout: Layout, socket: Path) -> tuple[Path, Path]:
     (host / "slurm.conf").write_text(slurm_conf(layout, f"AuthInfo=socket={socket}"))
     (nodes / "slurm.conf").write_text(slurm_conf(layout))
     (nodes / "cgroup.conf").write_text(CGROUP_CONF)
+    (nodes / "gres.conf").write_text(GRES_CONF)
     return host / "slurm.conf", nodes
 
 

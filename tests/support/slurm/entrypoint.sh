@@ -17,4 +17,7 @@ install -o munge -g munge -m 0400 /cluster/munge.key /etc/munge/munge.key
 mkdir -p /run/munge /var/lib/slurm/slurmctld /var/lib/slurm/slurmd /var/log/slurm
 chown munge:munge /run/munge
 runuser -u munge -- /usr/sbin/munged
+if [ "$1" = slurmd ]; then  # the node's fake GPUs (gres.conf): NVIDIA's major number, no driver
+  for i in 0 1; do [ -e /dev/nvidia$i ] || mknod /dev/nvidia$i c 195 $i; done
+fi
 exec "$@"
