@@ -47,7 +47,7 @@ from backends.base import (
     WatchedChanges,
     check_file_path,
 )
-from backends.ended import ENDED_DIR, ended_batches
+from backends.ended import ENDED_DIR, ended_batches, ended_marker
 from backends.exits import describe_exit
 from backends.pty import PtySession, ShellSpec
 from backends.slurm import states
@@ -198,7 +198,8 @@ class SlurmBackend:
         self.files.write(attempt, ROLES_FILE, json.dumps({role: k for k, role in enumerate(roles)}))
         self._directory(attempt / "batch", 0o700, account)  # the batch script's own output
         partition = staged[0]["partition"]
-        self._submit(attempt, attempt.name, components, steps, partition, account)
+        tasks = [f"{launch['role']}-{launch['index']}" for launch in staged]
+        self._submit(attempt, attempt.name, components, steps, partition, account, tasks)
 
     def _submit_alone(self, directory: Path, task: TaskLaunch, account: Account | None) -> None:
         if (directory / JOB_ID_FILE).exists():
@@ -206,7 +207,8 @@ class SlurmBackend:
         name = f"{task.attempt_key}.{directory.name}"
         step = [shlex.quote(str(directory)), str(self.stop_grace_seconds)]
         components, steps = [component_of(task, 1)], [self._wrapper(directory.parent) + step]
-        self._submit(directory, name, components, steps, self.partition_of(task), account)
+        partition = self.partition_of(task)
+        self._submit(directory, name, components, steps, partition, account, [directory.name])
 
     def _step(self, attempt: Path, role: str) -> list[str]:
         return [
@@ -230,6 +232,7 @@ class SlurmBackend:
         steps: list[list[str]],
         partition: str,
         account: Account | None,
+        tasks: list[str],
     ) -> None:
         """Submit once: a job of this name that Slurm holds already (submitted by a launch
         that died before it wrote the id down) is taken as it is."""
@@ -238,7 +241,9 @@ class SlurmBackend:
             job_id = held[0].het_id
         else:
             output = directory / "batch" if (directory / "batch").is_dir() else directory
-            script = batch_script(name, str(output), components, steps, partition)
+            attempt = directory if directory.parent == self.root else directory.parent
+            markers = [str(ended_marker(self.root, f"{attempt.name}/{task}")) for task in tasks]
+            script = batch_script(name, str(output), components, steps, partition, markers)
             self.files.write(directory, "job.sh", script)
             try:
                 job_id = self.client.submit(script, str(directory), run_as=account)

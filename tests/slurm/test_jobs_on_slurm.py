@@ -416,3 +416,29 @@ def test_a_task_gets_its_gpus_from_slurm(alice, slurm) -> None:
     ref = tasks_of(job)["worker-0"].backend_ref
     assert slurm.read_log(ref, "stdout").decode().split() == ["gpus=0,1", "count=2"]
     assert "--gpus-per-task=2" in (slurm.root / ref.split("/")[0] / "job.sh").read_text()
+
+
+WATCH_SECONDS = 120
+
+
+def test_a_task_whose_wrapper_died_with_no_exit_code_wakes_the_watch(alice, slurm) -> None:
+    # The task kills its own wrapper (the parent of its bootstrap): no exit code is written,
+    # the step ends, and the batch script's last lines leave the task's file in .ended.
+    kill = "kill -9 $(awk '{print $4}' /proc/$PPID/stat)"
+    job = submit(alice, "orphan", worker=role(["sleep 2", kill, "sleep 300"]))
+    run_until(slurm, job, lambda j: tasks_of(j)["worker-0"].state == TaskState.RUNNING)
+    ref = tasks_of(job)["worker-0"].backend_ref
+    stop = threading.Event()
+    timer = threading.Timer(WATCH_SECONDS, stop.set)
+    timer.start()
+    seen = None
+    try:
+        for batch in slurm.watch(stop):  # no pass runs meanwhile: only a file can wake this
+            seen = batch.observations.get(ref, seen)
+            if seen is not None and seen.phase == TaskPhase.FAILED:
+                break
+    finally:
+        timer.cancel()
+    assert seen is not None and seen.phase == TaskPhase.FAILED, "the watch never saw it end"
+    assert "before the task recorded an exit code" in seen.diagnostics
+    run_until(slurm, job, finished)
