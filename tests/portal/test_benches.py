@@ -53,8 +53,14 @@ def server_url() -> str:
     return url
 
 
+DOCKER = ("/run/docker/", "/var/lib/docker/")  # the engine's own: containers of other tests
+
+
 def mount_points() -> set[str]:
-    return {line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()}
+    """What is mounted now, but what Docker mounts for containers (the Slurm bench's, or
+    those of another test run on this machine)."""
+    mounted = {line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()}
+    return {point for point in mounted if not point.startswith(DOCKER)}
 
 
 @pytest.mark.parametrize("script", sorted(BENCHES))

@@ -232,10 +232,15 @@ def test_scancel_signal_term_reaches_the_batch_shell_with_full(
     slurm_cluster: SlurmCluster,
 ) -> None:
     """``--signal`` only signals: the job ends as its script does on SIGTERM, here exit 143."""
-    script = "#!/bin/bash\ntrap 'echo got TERM; exit 143' TERM\nsleep 300 &\nwait\n"
+    ready = slurm_cluster.shared / "trap-set"
+    script = f"#!/bin/bash\ntrap 'echo got TERM; exit 143' TERM\ntouch {ready}\nsleep 300 &\nwait\n"
     out = f"{slurm_cluster.shared}/%j.out"
     job_id = submit(slurm_cluster, script, "-n1", "-o", out)
     wait_for(slurm_cluster, job_id, "RUNNING")
+    deadline = time.monotonic() + 60
+    while not ready.exists():  # RUNNING comes before the script has set its trap
+        assert time.monotonic() < deadline, "the batch script never set its trap"
+        time.sleep(0.1)
     slurm_cluster.client("scancel", "--full", "--signal=TERM", job_id)
     fields = wait_for(slurm_cluster, job_id, "FAILED", "CANCELLED")
     assert (fields["JobState"], fields["ExitCode"]) == ("FAILED", "143:0")
