@@ -16,7 +16,7 @@ import pytest
 import yaml
 from django.contrib.auth.models import AbstractBaseUser
 
-from backends.base import Capacity, Observation, TaskPhase, TerminalSession
+from backends.base import BackendUnavailable, Capacity, Observation, TaskPhase, TerminalSession
 from backends.slurm.backend import SlurmBackend
 from backends.slurm.commands import SlurmClient
 from clusters import capacity
@@ -26,6 +26,7 @@ from jobs.models import Job, Task
 from jobs.states import FINAL_JOB_STATES, JobState, TaskState
 from tests.runtime.test_openpai_features import outputs
 from tests.runtime.test_openpai_features import submit as submit_feature
+from tests.support.compose import BUILDER, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -442,3 +443,35 @@ def test_a_task_whose_wrapper_died_with_no_exit_code_wakes_the_watch(alice, slur
     assert seen is not None and seen.phase == TaskPhase.FAILED, "the watch never saw it end"
     assert "before the task recorded an exit code" in seen.diagnostics
     run_until(slurm, job, finished)
+
+
+def test_while_the_controller_is_down_passes_change_nothing_and_the_job_then_ends(
+    alice, slurm, slurm_cluster
+) -> None:
+    job = submit(alice, "outage", worker=role(["sleep 5", "echo survived"]))
+    run_until(slurm, job, lambda j: tasks_of(j)["worker-0"].state == TaskState.RUNNING)
+    slurm.client.timeout = 20
+    controller = slurm_cluster.containers["ctl"]
+    run([BUILDER, "stop", controller])
+    try:
+        with pytest.raises(BackendUnavailable):
+            run_pass(slurm)
+        time.sleep(6)  # the task ends on its node meanwhile (slurmd keeps it running)
+        with pytest.raises(BackendUnavailable):
+            run_pass(slurm)
+        job.refresh_from_db()
+        assert job.state == JobState.RUNNING
+        assert tasks_of(job)["worker-0"].state == TaskState.RUNNING
+    finally:
+        run([BUILDER, "start", controller])
+    deadline = time.monotonic() + 120
+    while True:  # until the controller answers again
+        try:
+            slurm.client.queue()
+            break
+        except BackendUnavailable:
+            assert time.monotonic() < deadline, slurm_cluster.logs("ctl")
+            time.sleep(1)
+    job = run_until(slurm, job, finished)
+    assert job.state == JobState.SUCCEEDED, (job.reason, said_by(slurm, job))
+    assert b"survived" in slurm.read_log(tasks_of(job)["worker-0"].backend_ref, "stdout")
