@@ -242,8 +242,11 @@ class SlurmBackend:
         else:
             output = directory / "batch" if (directory / "batch").is_dir() else directory
             attempt = directory if directory.parent == self.root else directory.parent
-            markers = [str(ended_marker(self.root, f"{attempt.name}/{task}")) for task in tasks]
-            script = batch_script(name, str(output), components, steps, partition, markers)
+            ends = [
+                (str(attempt / task), str(ended_marker(self.root, f"{attempt.name}/{task}")))
+                for task in tasks
+            ]
+            script = batch_script(name, str(output), components, steps, partition, ends)
             self.files.write(directory, "job.sh", script)
             try:
                 job_id = self.client.submit(script, str(directory), run_as=account)
@@ -320,6 +323,8 @@ class SlurmBackend:
                 ref, TaskPhase.PENDING, diagnostics=states.waiting_reason(slurm.reason)
             )
         if slurm.state in states.LIVE_STATES:
+            if (directory / "lost").exists():  # its step ended without it (batch_script)
+                return Observation(ref, TaskPhase.FAILED, ip=ip, node=node, diagnostics=states.LOST)
             if not address:
                 return Observation(ref, TaskPhase.PENDING, diagnostics=f"starting on {slurm.nodes}")
             return Observation(

@@ -35,6 +35,7 @@ REASONS = {
     "BadConstraints": "no node has the features it asks for",
     "Cleaning": "waiting while Slurm cleans up after its last run",
 }
+LOST = "the task's Slurm step ended before the task recorded an exit code (its wrapper was killed)"
 OOM_KILLED = (
     "out of memory: the kernel killed it at its Slurm memory limit (an OOM kill in its cgroup)"
 )

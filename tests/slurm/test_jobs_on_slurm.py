@@ -441,7 +441,7 @@ def test_a_task_whose_wrapper_died_with_no_exit_code_wakes_the_watch(alice, slur
     finally:
         timer.cancel()
     assert seen is not None and seen.phase == TaskPhase.FAILED, "the watch never saw it end"
-    assert "before the task recorded an exit code" in seen.diagnostics
+    assert "step ended before the task recorded an exit code" in seen.diagnostics
     run_until(slurm, job, finished)
 
 
