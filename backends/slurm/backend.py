@@ -56,8 +56,12 @@ from backends.slurm.files import SharedDir
 from backends.slurm.script import WRAPPER, Component, batch_script, component_of
 
 log = logging.getLogger(__name__)
-JOB_ID_FILE = "slurm-job"  # the Slurm job that runs the tasks of a directory (attempt or task)
+# The portal's own records live in the attempt's directory, which only the portal writes: a
+# task's directory is its account's, and what a task could edit there (an account to open its
+# terminal as, a job id to cancel) must not come from there.
+JOB_ID_FILE = "slurm-job"  # the Slurm job of the attempt; "<task>.slurm-job": of a task run again
 ROLES_FILE = "roles.json"  # role -> component of the attempt's job
+LAUNCH = ".launch.json"  # "<task>.launch.json": role, index, retry, partition, account
 
 
 class SlurmBackendError(RuntimeError):
@@ -175,7 +179,7 @@ class SlurmBackend:
         launch["partition"] = self.partition_of(task)
         launch["account"] = account.__dict__ if account else None
         launch |= {"component": component_of(task, 1).__dict__}
-        self.files.write(directory, "launch.json", json.dumps(launch))
+        self.files.write(attempt, directory.name + LAUNCH, json.dumps(launch))
 
     def _submit_when_staged(self, attempt: Path, task_count: int, account: Account | None) -> None:
         """Submit the attempt's job once every one of its ``task_count`` tasks is staged."""
@@ -183,8 +187,8 @@ class SlurmBackend:
             return
         staged = [
             launch
-            for path in attempt.glob("*/launch.json")
-            if (launch := self.files.read_json(path.parent, path.name)).get("retry") == 0
+            for path in attempt.glob("*" + LAUNCH)
+            if (launch := self.files.read_json(attempt, path.name)).get("retry") == 0
         ]
         if len(staged) < task_count:
             return
@@ -198,17 +202,17 @@ class SlurmBackend:
         self.files.write(attempt, ROLES_FILE, json.dumps({role: k for k, role in enumerate(roles)}))
         self._directory(attempt / "batch", 0o700, account)  # the batch script's own output
         partition = staged[0]["partition"]
-        tasks = [f"{launch['role']}-{launch['index']}" for launch in staged]
-        self._submit(attempt, attempt.name, components, steps, partition, account, tasks)
+        self._submit(attempt, "", attempt.name, components, steps, partition, account)
 
     def _submit_alone(self, directory: Path, task: TaskLaunch, account: Account | None) -> None:
-        if (directory / JOB_ID_FILE).exists():
+        attempt = directory.parent
+        if (attempt / f"{directory.name}.{JOB_ID_FILE}").exists():
             return
         name = f"{task.attempt_key}.{directory.name}"
         step = [shlex.quote(str(directory)), str(self.stop_grace_seconds)]
-        components, steps = [component_of(task, 1)], [self._wrapper(directory.parent) + step]
+        components, steps = [component_of(task, 1)], [self._wrapper(attempt) + step]
         partition = self.partition_of(task)
-        self._submit(directory, name, components, steps, partition, account, [directory.name])
+        self._submit(attempt, directory.name, name, components, steps, partition, account)
 
     def _step(self, attempt: Path, role: str) -> list[str]:
         return [
@@ -226,33 +230,45 @@ class SlurmBackend:
 
     def _submit(
         self,
-        directory: Path,
+        attempt: Path,
+        alone: str,
         name: str,
         components: list[Component],
         steps: list[list[str]],
         partition: str,
         account: Account | None,
-        tasks: list[str],
     ) -> None:
-        """Submit once: a job of this name that Slurm holds already (submitted by a launch
-        that died before it wrote the id down) is taken as it is."""
+        """Submit the attempt's job, or the job of its task ``alone`` when given, once: a job
+        of this name that Slurm holds already (submitted by a launch that died before it wrote
+        the id down) is taken as it is."""
+        prefix = f"{alone}." if alone else ""
         held = [job for job in self.client.queue([name]) if job.state in states.LIVE_STATES]
         if held:
             job_id = held[0].het_id
         else:
-            output = directory / "batch" if (directory / "batch").is_dir() else directory
-            attempt = directory if directory.parent == self.root else directory.parent
+            output = attempt / alone if alone else attempt / "batch"
+            tasks = (
+                [alone] if alone else [p.name.removesuffix(LAUNCH) for p in self._records(attempt)]
+            )
             ends = [
                 (str(attempt / task), str(ended_marker(self.root, f"{attempt.name}/{task}")))
                 for task in tasks
             ]
             script = batch_script(name, str(output), components, steps, partition, ends)
-            self.files.write(directory, "job.sh", script)
+            self.files.write(attempt, prefix + "job.sh", script)
             try:
-                job_id = self.client.submit(script, str(directory), run_as=account)
+                job_id = self.client.submit(script, str(attempt), run_as=account)
             except SlurmError as exc:
                 raise SlurmBackendError(f"Slurm refused the job: {exc}") from exc
-        self.files.write(directory, JOB_ID_FILE, job_id)
+        self.files.write(attempt, prefix + JOB_ID_FILE, job_id)
+
+    def _records(self, attempt: Path) -> list[Path]:
+        """The launch records of the attempt's first run of each task (not the retries)."""
+        return [
+            path
+            for path in sorted(attempt.glob("*" + LAUNCH))
+            if self.files.read_json(attempt, path.name).get("retry") == 0
+        ]
 
     def partition_of(self, task: TaskLaunch) -> str:
         """The partition of the task's virtual cluster (``SLURM_VC_PARTITIONS``), else the
@@ -347,12 +363,13 @@ class SlurmBackend:
 
     def _job_of(self, directory: Path) -> tuple[str, int]:
         """The Slurm job that runs the task in ``directory`` and its component ("" unsent)."""
-        own = self.files.read_text(directory, JOB_ID_FILE)
+        attempt = directory.parent
+        own = self.files.read_text(attempt, f"{directory.name}.{JOB_ID_FILE}")
         if own:
             return own, 0
-        job_id = self.files.read_text(directory.parent, JOB_ID_FILE)
-        roles = self.files.read_json(directory.parent, ROLES_FILE)
-        launch = self.files.read_json(directory, "launch.json")
+        job_id = self.files.read_text(attempt, JOB_ID_FILE)
+        roles = self.files.read_json(attempt, ROLES_FILE)
+        launch = self.files.read_json(attempt, directory.name + LAUNCH)
         return job_id, int(roles.get(launch.get("role", ""), 0))
 
     def watch(self, stop: threading.Event | None = None) -> Iterator[WatchedChanges]:
@@ -449,7 +466,7 @@ class SlurmBackend:
         # The job from the portal's own records, not from what the task wrote: a task could
         # name another job in its address.json.
         het_id, component = self._job_of(directory)
-        own = (directory / JOB_ID_FILE).exists()
+        own = (directory.parent / f"{directory.name}.{JOB_ID_FILE}").exists()
         name = f"{directory.parent.name}.{directory.name}" if own else directory.parent.name
         running = [
             job.job_id
@@ -459,7 +476,7 @@ class SlurmBackend:
         node = self.files.read_json(directory, "address.json").get("node", "")
         if not het_id or not running or not isinstance(node, str) or not node:
             return None
-        launch = self.files.read_json(directory, "launch.json")
+        launch = self.files.read_json(directory.parent, directory.name + LAUNCH)
         account = Account(**launch["account"]) if launch.get("account") else None
         line = (
             'PATH="${PATH:-/usr/local/bin:/usr/bin:/bin}"; export PATH; '
@@ -513,15 +530,10 @@ class SlurmBackend:
 
     def _job_tasks(self, directory: Path) -> list[Path]:
         """The directories of every task that the Slurm job running ``directory``'s task runs."""
-        if (directory / JOB_ID_FILE).exists():
+        attempt = directory.parent
+        if (attempt / f"{directory.name}.{JOB_ID_FILE}").exists():
             return [directory]  # a task run again alone
-        return [
-            d
-            for d in directory.parent.iterdir()
-            if (d / "launch.json").exists()
-            and not (d / JOB_ID_FILE).exists()
-            and self.files.read_json(d, "launch.json").get("retry") == 0
-        ]
+        return [attempt / path.name.removesuffix(LAUNCH) for path in self._records(attempt)]
 
 
 def _gpus_of(gres: str) -> dict[str, int]:

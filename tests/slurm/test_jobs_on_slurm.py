@@ -363,23 +363,39 @@ def test_each_users_jobs_run_as_their_own_account_and_cannot_touch_anothers(
     bob_job = (bob_dir.parent / "slurm-job").read_text().strip()
     assert (bob_dir.stat().st_uid, bob_dir.stat().st_mode & 0o777) == (23002, 0o700)
 
+    # Alice's task tries bob's files, his job and the attempt's records; then it leaves
+    # records of its own in its directory, naming root and bob's job, for the portal to trust.
+    root = '{"name": "root", "uid": 0, "gid": 0}'
     commands = [
         "id -u",
         f"cat {bob_dir}/mine {bob_dir}/bootstrap.sh; echo read=$?",
         f"scancel {bob_job}; echo cancel=$?",
         f"touch {bob_dir.parent}/planted; echo plant=$?",
+        f"""echo '{{"role": "worker", "retry": 0, "account": {root}}}' > launch.json""",
+        f"echo {bob_job} > slurm-job; cp slurm-job worker-0.slurm-job",
+        "echo planted",
+        "sleep 300",
     ]
-    alices = run_until(slurm, submit(alice, "alices", worker=role(commands)), finished)
-    said = slurm.read_log(tasks_of(alices)["worker-0"].backend_ref, "stdout").decode()
+    alices = submit(alice, "alices", worker=role(commands))
+    run_until(
+        slurm,
+        alices,
+        lambda j: b"planted" in slurm.read_log(tasks_of(j)["worker-0"].backend_ref, "stdout"),
+    )
+    ref = tasks_of(alices)["worker-0"].backend_ref
+    said = slurm.read_log(ref, "stdout").decode()
     assert said.splitlines()[0] == "23001"
     assert "read=1" in said and "plant=1" in said and "cancel=0" not in said, said
     assert "bob-secret" not in said
+    # Her terminal is still her account's, and stopping her job stops hers, not bob's.
+    answer(slurm.shell(ref), b"echo uid=$(id -u)\n", b"uid=23001")
+    lifecycle.stop(alices, alice)
+    run_until(slurm, alices, finished, seconds=60)
     run_until(slurm, bobs, lambda j: True)
     assert tasks_of(bobs)["worker-0"].state == TaskState.RUNNING
 
     # Bob's terminal is a shell of his account; his job page says whose.
-    shell = slurm.shell(bob_task.backend_ref)
-    answer(shell, b"echo uid=$(id -u)\n", b"uid=23002")
+    answer(slurm.shell(bob_task.backend_ref), b"echo uid=$(id -u)\n", b"uid=23002")
     assert slurm.runs_as("bob") == "the account slurmbob"
     lifecycle.stop(bobs, bob)
     run_until(slurm, bobs, finished, seconds=60)
