@@ -9,12 +9,26 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from backends.slurm.script import WRAPPER
 from tests.waiting import wait_for
+
+
+@pytest.fixture(autouse=True)
+def no_task_left(tmp_path: Path) -> Iterator[None]:
+    """Kill what a failed test left running in its directory (the bootstrap runs in a session
+    of its own, out of the wrapper's reach once the wrapper is gone)."""
+    yield
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cwd").resolve().is_relative_to(tmp_path):
+                os.kill(int(proc.name), signal.SIGKILL)
+        except OSError:
+            continue
 
 
 def stage(root: Path, bootstrap: str, ports: str = "") -> Path:
