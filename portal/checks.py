@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import shutil
 import socket
 from typing import Any
 from urllib.parse import urlsplit
@@ -68,6 +69,28 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                 )
             )
     return errors
+
+
+SLURM_COMMANDS = ("sbatch", "squeue", "scancel", "srun", "sinfo", "scontrol")
+
+
+@register("portal")
+def check_slurm_client(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """On the Slurm backend this machine is a submit host: without Slurm's client commands
+    every pass would fail, and every job wait, with no word on the pages."""
+    if settings.CLUSTER_BACKEND != "slurm":
+        return []
+    missing = [command for command in SLURM_COMMANDS if shutil.which(command) is None]
+    if not missing:
+        return []
+    return [
+        Error(
+            f"CLUSTER_BACKEND is slurm and this machine lacks Slurm's {', '.join(missing)}",
+            hint="make it a submit host of the cluster: install its client commands "
+            "(Debian: slurm-client), its slurm.conf (SLURM_CONF) and its munge key",
+            id="portal.E008",
+        )
+    ]
 
 
 @register("portal")

@@ -161,3 +161,16 @@ def test_a_database_on_another_host_without_a_password_is_an_error_fenced_or_not
     database = {"ENGINE": "django.db.backends.postgresql", "HOST": "192.0.2.250", "PORT": 5432}
     error = open_database(None, database)
     assert error is not None and "192.0.2.250 is another host" in error.msg
+
+
+def test_the_slurm_backend_without_slurms_commands_is_an_error_naming_them(settings, monkeypatch):
+    settings.CLUSTER_BACKEND = "slurm"
+    monkeypatch.setenv("PATH", "/nowhere")
+    errors = portal_errors()
+    assert list(errors) == ["portal.E008"]
+    assert "sbatch, squeue, scancel, srun, sinfo, scontrol" in errors["portal.E008"]
+
+
+def test_the_slurm_backend_on_a_submit_host_is_no_error(settings):
+    settings.CLUSTER_BACKEND = "slurm"
+    assert portal_errors() == {}  # make test installs slurm-client
