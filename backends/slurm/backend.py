@@ -5,7 +5,10 @@ The portal's machine is a submit host (``commands``) and shares a directory with
 directory there, ``<root>/<attempt>/<role>-<index>[-r<retry>]``, which holds what it starts
 with (the bootstrap, its secret files, its ports), what it says (``address.json``,
 ``stdout.log``, ``stderr.log``, ``exit``) and what the portal says to it (``peers.env``, a
-``stop``). A ref is ``<attempt>/<task directory>``.
+``stop``). A ref is ``<attempt>/<task directory>``. The task's account can write there, so the
+portal's own records of it (its launch, the Slurm job ids, the batch scripts) live in the
+attempt's directory, which only the portal writes, and every file is read and written as one
+the task may have tampered with (``files``).
 
 ``launch`` stages a task in its directory; the last task of an attempt to be staged submits the
 attempt's job (every task of every role at once, so that Slurm places them together). A task
