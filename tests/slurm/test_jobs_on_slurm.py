@@ -491,3 +491,31 @@ def test_while_the_controller_is_down_passes_change_nothing_and_the_job_then_end
     job = run_until(slurm, job, finished)
     assert job.state == JobState.SUCCEEDED, (job.reason, said_by(slurm, job))
     assert b"survived" in slurm.read_log(tasks_of(job)["worker-0"].backend_ref, "stdout")
+
+
+def test_peers_meet_through_wake_up_passes_that_see_only_who_just_published(alice, slurm) -> None:
+    """As ``watchcluster`` drives the portal: each wake-up pass observes only the tasks whose
+    files just appeared, so the task that published first is not in the pass that completes
+    its attempt's addresses, and must be handed its peers all the same."""
+    job = submit(
+        alice,
+        "woken",
+        server=role(["echo server at $PAI_CONTAINER_HOST_PORT"], ports={"http": 1}),
+        client=role(["echo client sees $PAI_HOST_IP_server_0:$PAI_PORT_LIST_server_0_http"]),
+    )
+    run_pass(slurm)  # the full pass that launches them
+    stop = threading.Event()
+    timer = threading.Timer(WATCH_SECONDS, stop.set)
+    timer.start()
+    try:
+        for batch in slurm.watch(stop):
+            run_pass(slurm, changed=list(batch.observations))
+            job.refresh_from_db()
+            if job.state in FINAL_JOB_STATES:
+                break
+    finally:
+        timer.cancel()
+    assert job.state == JobState.SUCCEEDED, (job.reason, said_by(slurm, job))
+    server = tasks_of(job)["server-0"]
+    said = slurm.read_log(tasks_of(job)["client-0"].backend_ref, "stdout").decode()
+    assert f"client sees {server.ip}:{server.ports['http'][0]}" in said
