@@ -26,10 +26,11 @@ Use = dict[str, Resources]  # node -> what a job's tasks hold there
 
 def fits(need: Resources, free: Resources) -> bool:
     """True when one node with ``free`` room holds a task needing ``need``."""
-    if need.cpu > free.cpu or need.memory_mb > free.memory_mb:
+    # GPUs of any type come out of all of them; the totals first, which rule out a full node
+    # at once (a pass tries every node for each task it places)
+    if need.gpu_total > free.gpu_total or need.cpu > free.cpu or need.memory_mb > free.memory_mb:
         return False
-    typed = all(n <= free.gpus.get(k, 0) for k, n in need.gpus.items() if k != ANY_GPU)
-    return typed and need.gpu_total <= free.gpu_total  # GPUs of any type: out of all of them
+    return all(n <= free.gpus.get(k, 0) for k, n in need.gpus.items() if k != ANY_GPU)
 
 
 def size(shape: TaskShape) -> tuple[int, int, int]:

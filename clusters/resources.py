@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -26,8 +27,10 @@ class Resources:
             gpus[kind] = gpus.get(kind, 0) - count
         return Resources(self.cpu - other.cpu, self.memory_mb - other.memory_mb, gpus)
 
-    @property
+    @functools.cached_property
     def gpu_total(self) -> int:
+        """Worked out once (a pass asks it of each node for each task it places); a
+        ``Resources`` is never changed once made."""
         return sum(self.gpus.values())
 
 
