@@ -42,6 +42,8 @@ FIRST_ASKED_KEY = "portal:reconcile:first-asked-at"  # when a page first asked, 
 PASSES_KEY = "portal:reconcile:passes"
 PASS_SECONDS_KEY = "portal:reconcile:pass-seconds"  # noqa: S105 (a key, not a secret)
 BACKEND_ERRORS_KEY = "portal:reconcile:backend-errors"
+# The stamp of the process (its admission book) that last wrote where waiting jobs stand.
+STANDING_BY_KEY = "portal:reconcile:standing-by"
 
 
 @functools.cache
@@ -175,6 +177,26 @@ def record_pass(seconds: float) -> None:
             ended.execute()
     except redis.exceptions.RedisError:
         log.warning("could not record the end of the reconcile pass", exc_info=True)
+
+
+def stamp_standing(stamp: str) -> bool:
+    """The book ``stamp`` is about to write where waiting jobs stand. False when Redis cannot
+    be told: then it must not write, or another process would trust what it remembers."""
+    try:
+        redis_client(settings.REDIS_URL).set(STANDING_BY_KEY, stamp)
+    except redis.exceptions.RedisError:
+        log.warning("could not stamp the waiting jobs' standing", exc_info=True)
+        return False
+    return True
+
+
+def standing_stamp() -> str | None:
+    """Who last wrote where waiting jobs stand (``stamp_standing``); None when unknown."""
+    try:
+        stamp = redis_client(settings.REDIS_URL).get(STANDING_BY_KEY)
+    except redis.exceptions.RedisError:
+        return None
+    return stamp.decode() if isinstance(stamp, bytes) else None
 
 
 def count_backend_error() -> None:

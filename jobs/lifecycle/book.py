@@ -19,7 +19,9 @@ the tasks' nodes 10 ms.
 from __future__ import annotations
 
 import functools
+import uuid
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,6 +36,7 @@ from clusters.models import VirtualCluster
 from clusters.placement import TaskShape, Use
 from clusters.quota import Limit, Queue, Running, Waiting, quota_of
 from clusters.resources import Resources
+from jobs import wakeup
 from jobs.models import Job, Task
 from jobs.states import LIVE_JOB_STATES, LIVE_TASK_STATES, JobState
 
@@ -60,6 +63,8 @@ FIELDS = (
     "preempted",
     "owner__username",
     "name",
+    "reason",
+    "queue_position",
 )
 
 
@@ -82,10 +87,17 @@ class Book:
     running: dict[int, Running] = field(default_factory=dict)  # not placed on nodes
     roles: dict[int, dict[str, Resources]] = field(default_factory=dict)  # running jobs' tasks
     seen: tuple[Any, ...] = ()  # the queues, nodes and tasks last read
-    placed: tuple[Any, ...] = ()  # (tasks, running ids) and the running jobs placed on nodes
+    # per running job, its tasks' (job, role, node) rows and the job placed on nodes by them
+    placed: dict[int, tuple[tuple[Any, ...], Running]] = field(default_factory=dict)
+    placed_on: dict[str, Resources] = field(default_factory=dict)  # the nodes they were on
     # a pass over what the book holds changed nothing and told every waiting job where it stands
     settled: bool = False
     read_in_full: set[int] = field(default_factory=set)  # the jobs the last load read in full
+    # Where the waiting jobs stand as this book last wrote it, trusted while no other process
+    # has written it since (``stamp``, ``jobs.wakeup.standing_stamp``); None: read it.
+    standing: dict[int, tuple[str, int | None]] | None = None
+    stamp: str = field(default_factory=lambda: uuid.uuid4().hex)
+    orders: dict[str, Any] = field(default_factory=dict)  # each VC's queue order (``plan``)
 
     def refresh(self, backend: Backend | None) -> bool:
         """Bring the book up to date in four queries (three with one node), reading in full
@@ -115,36 +127,45 @@ class Book:
 
     def loaded(self) -> Loaded:
         """What the book holds, as a pass decides on it, with each waiting job's current
-        standing (one query)."""
+        standing: what this book last wrote, else read (one query)."""
         queues, _, nodes, tasks = self.seen
         running = self.placed_running(tasks, nodes)
-        standing = {
-            job_id: (reason, position)
-            for job_id, reason, position in Job.objects.filter(state=JobState.WAITING).values_list(
+        if self.standing is None or wakeup.standing_stamp() != self.stamp:
+            rows = Job.objects.filter(state=JobState.WAITING).values_list(
                 "id", "reason", "queue_position"
             )
-            if job_id in self.waiting
-        }
+            self.standing = {job_id: (reason, position) for job_id, reason, position in rows}
+        standing = {i: s for i, s in self.standing.items() if i in self.waiting}
         return Loaded(
             queues, capacity.summed(nodes), nodes, running, list(self.waiting.values()), standing
         )
+
+    def wrote(self, standing: dict[int, tuple[str, int]] | None) -> None:
+        """A pass committed: it wrote ``standing`` (after ``stamp_standing``), or None when
+        what it wrote is not known."""
+        self.standing = None if standing is None else dict(standing)
 
     def placed_running(
         self, tasks: list[tuple[int, str, str]], nodes: dict[str, Resources]
     ) -> list[Running]:
         """The running jobs, each with what its tasks hold on each node; worked out again only
-        when a task or a running job moved."""
-        key = (tasks, list(self.running))
-        if self.placed and self.placed[0] == key:
-            return self.placed[1]
-        placed, unplaced = task_places(tasks, self.roles, nodes)
-        running = [
-            replace(job, placed=placed[i], unplaced=unplaced.get(i, ()))
-            if i in placed or i in unplaced
-            else job
-            for i, job in self.running.items()
-        ]
-        self.placed = (key, running)
+        for a job whose tasks moved (or for all when the nodes changed)."""
+        if nodes != self.placed_on:
+            self.placed.clear()
+            self.placed_on = nodes
+        rows_of: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
+        for row in tasks:
+            rows_of[row[0]].append(row)
+        running = []
+        for i, job in self.running.items():
+            rows = tuple(rows_of.get(i, ()))
+            known = self.placed.get(i)
+            if known is None or known[0] != rows:
+                placed, unplaced = task_places(rows, self.roles, nodes)
+                if i in placed or i in unplaced:
+                    job = replace(job, placed=placed[i], unplaced=unplaced.get(i, ()))
+                known = self.placed[i] = (rows, job)
+            running.append(known[1])
         return running
 
     def forget(self, job_id: int) -> None:
@@ -152,6 +173,9 @@ class Book:
         self.waiting.pop(job_id, None)
         self.running.pop(job_id, None)
         self.roles.pop(job_id, None)
+        self.placed.pop(job_id, None)
+        if self.standing is not None:
+            self.standing.pop(job_id, None)  # moved: what it was told may have been rewritten
 
     def read(self, live: Any, ids: set[int], names: dict[int, str]) -> set[int]:
         """Read the jobs ``ids`` in full into the book (as they are now: one that ended since
@@ -169,6 +193,8 @@ class Book:
             demand, tasks = parsed(row["resources_text"])
             vc = names[row["virtual_cluster_id"]]
             if row["state"] == JobState.WAITING:
+                if self.standing is not None:
+                    self.standing[job_id] = (row["reason"], row["queue_position"])
                 self.waiting[job_id] = Waiting(
                     job_id,
                     vc,
@@ -216,7 +242,7 @@ def parsed(text: str) -> tuple[Resources, tuple[TaskShape, ...]]:
 
 
 def task_places(
-    tasks: list[tuple[int, str, str]],
+    tasks: Iterable[tuple[int, str, str]],
     roles: dict[int, dict[str, Resources]],
     nodes: dict[str, Resources],
 ) -> tuple[dict[int, Use], dict[int, tuple[TaskShape, ...]]]:

@@ -5,9 +5,11 @@ pass with nothing moved since one that changed nothing plans nothing."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from clusters.models import Node
-from jobs import lifecycle
+from jobs import lifecycle, wakeup
 from jobs.lifecycle import admit
 from jobs.lifecycle.admit import plan_and_apply
 from jobs.lifecycle.book import BOOK, Book
@@ -103,3 +105,48 @@ def test_a_pass_with_nothing_moved_plans_nothing(alice, backend, monkeypatch):
     assert len(plans) == 3
     plan_and_apply(backend, PassReport())  # the last pass told no job where it stands
     assert len(plans) == 4
+
+
+def waiting_standing_reads(queries) -> list[str]:
+    """The reads of every waiting job's (reason, position) among ``queries``."""
+    read = '"jobs_job"."queue_position" AS "queue_position" FROM "jobs_job" WHERE'
+    return [q["sql"] for q in queries if read in q["sql"]]
+
+
+def test_a_pass_trusts_the_standing_it_wrote_until_another_process_writes_it(alice, backend):
+    cluster(cpu=8)
+    vc("research", alice, cpu=1, max_capacity=0)
+    jobs = [
+        lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research") for i in range(3)
+    ]
+    plan_and_apply(backend, PassReport())  # starts j0, tells j1 and j2 where they stand
+    told = dict(Job.objects.filter(id__in=[j.id for j in jobs[1:]]).values_list("id", "reason"))
+    assert all(reason.startswith("waiting for 1 CPU in 'research'") for reason in told.values())
+    with CaptureQueriesContext(connection) as queries:
+        plan_and_apply(backend, PassReport())  # j0 moved (it runs): planned again
+    assert waiting_standing_reads(queries) == []  # what it wrote is remembered, not read
+
+    # Another process's pass wrote j1's standing (its stamp first): this one reads it back and
+    # sets it right, where trusting what it remembers would leave the other's text.
+    Job.objects.filter(id=jobs[1].id).update(reason="as another process wrote it")
+    assert wakeup.stamp_standing("another process")
+    lifecycle.submit(alice, job_text("late"), virtual_cluster="research")  # something moved
+    with CaptureQueriesContext(connection) as queries:
+        plan_and_apply(backend, PassReport())
+    assert len(waiting_standing_reads(queries)) == 1
+    jobs[1].refresh_from_db()
+    assert jobs[1].reason == told[jobs[1].id]
+    agrees_with_a_fresh_read()
+
+
+def test_a_pass_that_cannot_stamp_the_standing_does_not_write_it(alice, backend, monkeypatch):
+    cluster(cpu=8)
+    vc("research", alice, cpu=1, max_capacity=0)
+    for i in range(2):
+        lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research")
+    monkeypatch.setattr(wakeup, "stamp_standing", lambda stamp: False)  # Redis unreachable
+    report = PassReport()
+    plan_and_apply(backend, report)
+    assert report.admitted == 1  # the pass still starts what fits
+    assert not BOOK.settled  # a later pass tells them
+    assert Job.objects.get(name="j1").reason == "waiting to be admitted"  # not written
