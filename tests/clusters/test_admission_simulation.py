@@ -147,6 +147,7 @@ class Admission(RuleBasedStateMachine):
         self.waiting: dict[int, Waiting] = {}
         self.tasks: dict[int, tuple[TaskShape, ...]] = {}
         self.count = 0  # ids and submission times (minutes)
+        self.orders: dict = {}  # each VC's queue order, kept from pass to pass as the book does
 
     def capacity(self) -> Limit:
         return Limit.of(sum_of(self.nodes.values()))
@@ -274,6 +275,7 @@ class Admission(RuleBasedStateMachine):
                 list(self.waiting.values()),
                 max_admit=max_admit,
                 nodes=dict(self.nodes),
+                orders=self.orders,
             )
         by_tasks = {id(tasks): i for i, tasks in self.tasks.items()}
         return decided, {by_tasks[key]: use for key, use in found.items() if key in by_tasks}

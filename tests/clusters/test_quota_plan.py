@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
+from clusters import quota
 from clusters.demand import demand_of, options_of
 from clusters.quota import Limit, Queue, Running, Waiting, exceeds, never_fits, plan
 from clusters.resources import Resources
@@ -515,3 +516,38 @@ def test_priority_orders_before_fairness():
     waiting.append(job(3, user="bob", at=at(3)))
     result = plan([fixed("research", Limit(cpu=2))], BIG, [], waiting)
     assert result.admit == [2, 3]  # ann's high-priority job first, then bob's (ann holds 1)
+
+
+def test_a_queue_is_ordered_again_only_when_its_jobs_or_users_holdings_moved(monkeypatch):
+    calls: list[str] = []
+    real = quota.fair_order
+
+    def counted(jobs, held, capacity):
+        calls.append(jobs[0].vc)
+        return real(jobs, held, capacity)
+
+    monkeypatch.setattr(quota, "fair_order", counted)
+    queues = [fixed("a", Limit(cpu=1)), fixed("b", Limit(cpu=1))]
+    who = [("a", "ann"), ("a", "bob"), ("a", "ann"), ("b", "ann"), ("b", "bob")]
+    waiting = [job(i, vc, user=user) for i, (vc, user) in enumerate(who)]
+    orders: dict = {}  # kept from pass to pass, as jobs.lifecycle.book keeps it
+    first = plan(queues, BIG, [], waiting, orders=orders)
+    assert sorted(calls) == ["a", "b"] and first.admit == [0, 3]
+
+    started = [waiting[i] for i in first.admit]
+    running = [Running(w.id, w.vc, w.demand, w.created_at, user=w.user) for w in started]
+    still = [w for w in waiting if w.id not in first.admit]
+    calls.clear()
+    second = plan(queues, BIG, running, still, orders=orders)
+    assert sorted(calls) == ["a", "b"]  # each queue lost its head: ordered again
+    assert second == plan(queues, BIG, running, still)
+
+    calls.clear()
+    assert plan(queues, BIG, running, still, orders=orders) == second
+    assert calls == []  # nothing moved: the orders kept
+
+    a_ended = [r for r in running if r.vc == "b"]
+    calls.clear()
+    fourth = plan(queues, BIG, a_ended, still, orders=orders)
+    assert calls == ["a"]  # what ann holds in 'a' moved; 'b' kept its order
+    assert fourth == plan(queues, BIG, a_ended, still)
