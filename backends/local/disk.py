@@ -7,12 +7,23 @@ takes only what the task writes. Measured here: 6 ms for ``mkfs.ext4`` of a 10 G
 and 7 to 17 ms for the mount, per task start (``bench/sandbox.py``). /tmp and /dev/shm are
 tmpfs of their own sizes (``sandbox.bwrap_args``). Without root, or without loop devices, the
 working directory is a plain directory and the limits report says the disk is not limited.
+
+The loop device and the mount are made with the kernel's calls (``LOOP_CONFIGURE``, mount(2),
+umount2(2)) through ctypes, not ``mount -o loop`` and ``umount``: the commands took 8.5 ms of
+CPU per task (util-linux scans every loop device and the mount table; it grows with the tasks
+running), the calls 0.4 ms; with 100 tasks running at once, ``mount`` was 13% of the machine's
+CPU in ``bench/e2e.py``'s batch. The device is set to clear itself once unmounted, as
+``mount -o loop`` does.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import fcntl
 import os
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -22,13 +33,22 @@ IMAGE = "work.img"  # in the task's control directory, beside ``work``
 MKFS = ["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode"]
 
 
+LOOP_CONTROL = "/dev/loop-control"
+LOOP_CTL_GET_FREE = 0x4C82
+LOOP_CONFIGURE = 0x4C0A  # Linux 5.8
+LO_FLAGS_AUTOCLEAR = 4
+# struct loop_config: fd, block_size, then struct loop_info64 (device, inode, rdevice, offset,
+# sizelimit; number, encrypt type, key size, flags; file name, crypt name, key; init[2]) and
+# 8 reserved words
+LOOP_CONFIG = struct.Struct("=II5Q4I64s64s32s2Q8Q")
+MS_NOSUID, MS_NODEV, MS_NOATIME = 2, 4, 1024
+MNT_DETACH = 2
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
 def available() -> bool:
     """Whether a working directory can be a file system of its own here."""
-    return (
-        os.geteuid() == 0
-        and Path("/dev/loop-control").exists()
-        and all(shutil.which(tool) for tool in ("mkfs.ext4", "mount", "umount"))
-    )
+    return os.geteuid() == 0 and Path(LOOP_CONTROL).exists() and bool(shutil.which("mkfs.ext4"))
 
 
 def mount_limited(control: Path, work: Path, size_mb: int, owner: tuple[int, int]) -> None:
@@ -41,15 +61,58 @@ def mount_limited(control: Path, work: Path, size_mb: int, owner: tuple[int, int
     uid, gid = owner
     options = f"lazy_itable_init=1,lazy_journal_init=1,root_owner={uid}:{gid}"
     _run([*MKFS, "-E", options, str(image)])
-    _run(["mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(work)])
+    device, name = loop_device(image)
+    try:  # the mount holds the device once made: closing ours then does not clear it
+        flags = MS_NOSUID | MS_NODEV | MS_NOATIME
+        if LIBC.mount(name.encode(), os.fsencode(work), b"ext4", flags, None) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"mounting {image} on {work}: {os.strerror(code)}")
+    finally:
+        os.close(device)
     shutil.rmtree(work / "lost+found", ignore_errors=True)
     work.chmod(0o700)
 
 
+def loop_device(image: Path) -> tuple[int, str]:
+    """A free loop device set to ``image``, cleared by the kernel once nothing holds it: an
+    open descriptor of it and its name. Another process may take the free device first: then
+    the next one."""
+    backing = os.open(image, os.O_RDWR | os.O_CLOEXEC)
+    control = os.open(LOOP_CONTROL, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        for _ in range(100):
+            name = f"/dev/loop{fcntl.ioctl(control, LOOP_CTL_GET_FREE)}"
+            device = os.open(name, os.O_RDWR | os.O_CLOEXEC)
+            # fd, block size; device, inode, rdevice, offset, size limit; number, encryption
+            # type, key size, flags; file name (what losetup shows), crypt name, key; init
+            config = LOOP_CONFIG.pack(
+                backing, 0, 0, 0, 0, 0, 0, 0, 0, 0, LO_FLAGS_AUTOCLEAR,
+                os.fsencode(image)[:63], b"", b"", 0, 0, *[0] * 8,
+            )  # fmt: skip
+            try:
+                fcntl.ioctl(device, LOOP_CONFIGURE, config)
+            except OSError as exc:
+                os.close(device)
+                if exc.errno != errno.EBUSY:
+                    raise
+                continue
+            return device, name
+        raise OSError(errno.EBUSY, f"no free loop device for {image}")
+    finally:
+        os.close(control)
+        os.close(backing)
+
+
+def unmount(point: str | Path) -> None:
+    """Detach the file system at ``point`` (lazily: a terminal may still hold it); its loop
+    device clears itself once the last user is gone."""
+    LIBC.umount2(os.fsencode(point), MNT_DETACH)
+
+
 def release(control: Path, work: Path) -> None:
-    """Unmount the task's file system (lazily: a terminal may still hold it) and drop its file."""
+    """Unmount the task's file system and drop its file."""
     if os.path.ismount(work):
-        subprocess.run(["umount", "-l", str(work)], capture_output=True, check=False)  # noqa: S607
+        unmount(work)
     (control / IMAGE).unlink(missing_ok=True)
 
 
@@ -65,7 +128,7 @@ def release_all(root: Path) -> None:
     points = [line.split()[1].encode().decode("unicode_escape") for line in lines]
     for point in sorted(points, key=len, reverse=True):
         if point.startswith(top + os.sep):
-            subprocess.run(["umount", "-l", point], capture_output=True, check=False)  # noqa: S607
+            unmount(point)
 
 
 def _run(argv: list[str]) -> None:
