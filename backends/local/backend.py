@@ -501,7 +501,8 @@ class LocalBackend:
         a task of its own uid); the size, or 0 where it stays a plain directory."""
         if identity is None or self.sandbox.disk_mb <= 0 or not self.host_limits.disk:
             return 0
-        disk.mount_limited(control, work, self.sandbox.disk_mb, (identity.uid, identity.gid))
+        owner = (identity.uid, identity.gid)
+        disk.mount_limited(control, work, self.sandbox.disk_mb, owner, templates=self.root)
         return self.sandbox.disk_mb
 
     def work_dir(self, ref: str) -> Path:

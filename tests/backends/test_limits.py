@@ -13,7 +13,7 @@ import pytest
 
 from backends.base import TaskPhase
 from backends.exits import describe_exit
-from backends.local import LocalBackend, LocalBackendError, cgroups
+from backends.local import LocalBackend, LocalBackendError, cgroups, disk
 from backends.local.sandbox import SandboxConfig, sandbox_init
 from tests.support.local_tasks import record_pid, task, wait_until_ended, without_pids
 from tests.waiting import wait_for
@@ -150,6 +150,30 @@ def test_the_working_directory_is_a_file_system_of_the_tasks_own(tmp_path: Path)
     wait_until_ended(backend, ref)
     backend.cleanup([])
     assert not os.path.ismount(work) and not work.exists()
+
+
+@as_root
+def test_each_working_directory_is_a_fresh_copy_of_one_empty_file_system(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    made: list[str] = []
+    run = disk._run
+    monkeypatch.setattr(disk, "_run", lambda argv: (made.append(argv[0]), run(argv)))
+    backend = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig(disk_mb=32))
+    first = backend.launch(task("echo mine >left; ls -A; sleep 30"))
+    wait_for(lambda: b"left" in backend.read_log(first, "stdout"))
+    second = backend.launch(task("ls -A | wc -l; stat -c %u .; id -u; sleep 30", index=1))
+    wait_for(lambda: backend.read_log(second, "stdout").count(b"\n") >= 3)
+    entries, owner, uid = backend.read_log(second, "stdout").decode().split()
+    assert entries == "0" and owner == uid  # nothing of the first's, no lost+found: its own
+    assert made == ["mkfs.ext4"]  # made once, copied for each
+    for ref in (first, second):
+        image = backend.work_dir(ref).parent / disk.IMAGE
+        assert image.stat().st_size == 32 * 1024 * 1024
+        assert image.stat().st_blocks * 512 < 4 * 1024 * 1024  # its holes stay holes
+    backend.stop([first, second])
+    for ref in (first, second):
+        wait_until_ended(backend, ref)
 
 
 @as_root

@@ -272,7 +272,7 @@ from clusters.registry import get_backend
 print("\\n".join(get_backend().describe_limits()))
 control = pathlib.Path(tempfile.mkdtemp())
 (control / "work").mkdir()
-disk.mount_limited(control, control / "work", 16, (1234, 1234))  # a task's file system
+disk.mount_limited(control, control / "work", 16, (1234, 1234), control)  # a task's file system
 disk.release(control, control / "work")
 """
 # The sandbox as a task gets it (sandbox.py: setpriv to the task's uid, then bwrap in namespaces
