@@ -18,13 +18,13 @@ Why this and not a network namespace per job: a job's ports must stay reachable 
 addresses, which a namespace would need a forwarder (a proxy or DNAT rules) per port for, plus a
 bridge, a veth pair and addresses per job, each set up and torn down with the tasks. One table on
 the uid range leaves every other packet of the machine alone (the first rule sends only the task
-uids' packets on) and costs one small nftables transaction per task start (``bench/sandbox.py``
-measures it). It uses connection tracking (``ct state``) for the replies, which the kernel then
-keeps for the host's other connections too (bounded by ``nf_conntrack_max``; most hosts with
-Docker or a firewall have it on already). Not covered: abstract UNIX sockets, which belong to
-the network namespace the tasks share with the host (a service listening on one is reachable).
+uids' packets on) and costs one small ``nft`` call per task start (``bench/sandbox.py`` measures
+it). It uses connection tracking (``ct state``) for the replies, which the kernel then keeps for
+the host's other connections too (bounded by ``nf_conntrack_max``; most hosts with Docker or a
+firewall have it on already). Not covered: abstract UNIX sockets, which belong to the network
+namespace the tasks share with the host (a service listening on one is reachable).
 
-The table is built whole, from the backend's live tasks, in one nftables transaction (atomic:
+The table is built whole, from the backend's live tasks, in one ``nft -f -`` transaction (atomic:
 no moment without rules) at a backend's first launch and on each cleanup, so it heals itself
 after a crash or a hand edit; a later launch adds its task's ports to the set (``open``); the
 table is removed when no task of the backend runs. One table per host (its name is
@@ -35,12 +35,12 @@ the next one's to rebuild or remove; two portals running tasks on one host are n
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import ipaddress
 import os
 import re
+import shutil
 import socket
+import subprocess
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -50,6 +50,7 @@ MODES = ("auto", "on", "off")  # LOCAL_FIREWALL: auto is on as root with a worki
 UID_SPAN = 1_000_000  # portal users 0 to 999999 (a task of a user above is refused, not open)
 DNS_PORT = 53
 TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+NFT_SECONDS = 10.0
 RTF_CACHE = 0x01000000  # linux/ipv6_route.h
 LOCAL = "local"  # in closed_networks: the networks of this host's interfaces but loopback
 
@@ -69,7 +70,7 @@ class FirewallConfig:
     open_ports: tuple[int, ...] = (8000,)  # the portal's public HTTP port(s)
     # Networks no task opens a connection to (CIDRs; "local": those this host is attached to).
     closed_networks: tuple[str, ...] = ()
-    library: str = "libnftables.so.1"  # what nft runs scripts with (Debian's nftables)
+    nft: str = "nft"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -174,44 +175,20 @@ def removal(config: FirewallConfig) -> str:
 
 
 def run_nft(config: FirewallConfig, script: str, check_only: bool = False) -> None:
-    """What ``nft -f -`` does with ``script`` (one transaction); ``check_only``: the kernel
-    checks it and applies nothing (``nft -c``). FirewallError with nft's own words when it
-    fails. In this process, through libnftables (the library nft itself is made of): the
-    ``nft`` command was 1.9 ms of CPU per task start, and while 100 tasks ran, its wait was
-    8-12% of a reconcile pass (``bench/e2e.py``'s batch); the library's call takes 0.07 ms."""
+    """``nft -f -`` (one transaction) with ``script``; ``check_only``: the kernel checks it
+    and applies nothing (``nft -c``). FirewallError with nft's own words when it fails."""
+    nft = shutil.which(config.nft)
+    if nft is None:
+        raise FirewallError(f"{config.nft} is not installed (the Debian package nftables)")
+    command = [nft, *(["-c"] if check_only else []), "-f", "-"]
     try:
-        nft = nftables(config.library)
-    except OSError:
-        raise FirewallError(
-            f"{config.library} is not installed (the Debian package nftables)"
-        ) from None
-    context = nft.nft_ctx_new(0)
-    if not context:
-        raise FirewallError("nft failed: libnftables could not make a context")
-    try:
-        nft.nft_ctx_buffer_output(context)  # kept from this process's stdout and stderr
-        nft.nft_ctx_buffer_error(context)
-        nft.nft_ctx_set_dry_run(context, check_only)
-        if nft.nft_run_cmd_from_buffer(context, script.encode()) != 0:
-            words = (nft.nft_ctx_get_error_buffer(context) or b"").decode(errors="replace")
-            raise FirewallError(f"nft failed: {words.strip() or 'no reason given'}")
-    finally:
-        nft.nft_ctx_free(context)
-
-
-@functools.cache
-def nftables(library: str) -> ctypes.CDLL:
-    """libnftables, with the types of the calls ``run_nft`` makes; OSError when missing."""
-    nft = ctypes.CDLL(library)
-    nft.nft_ctx_new.restype = ctypes.c_void_p
-    nft.nft_ctx_new.argtypes = [ctypes.c_uint32]
-    for call in ("nft_ctx_buffer_output", "nft_ctx_buffer_error", "nft_ctx_free"):
-        getattr(nft, call).argtypes = [ctypes.c_void_p]
-    nft.nft_ctx_set_dry_run.argtypes = [ctypes.c_void_p, ctypes.c_bool]
-    nft.nft_run_cmd_from_buffer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    nft.nft_ctx_get_error_buffer.argtypes = [ctypes.c_void_p]
-    nft.nft_ctx_get_error_buffer.restype = ctypes.c_char_p
-    return nft
+        done = subprocess.run(  # noqa: S603 - nft's path, a script of ours
+            command, input=script, capture_output=True, text=True, timeout=NFT_SECONDS
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise FirewallError(f"nft failed: {exc}") from None
+    if done.returncode != 0:
+        raise FirewallError(f"nft failed: {done.stderr.strip() or done.returncode}")
 
 
 def unavailable_reason(config: FirewallConfig) -> str | None:

@@ -442,7 +442,7 @@ def test_a_task_whose_uid_the_rules_do_not_cover_is_refused(
 
 def test_the_firewall_says_why_it_cannot_be_set(monkeypatch: pytest.MonkeyPatch):
     assert unavailable_reason(FirewallConfig(mode="off")) == "LOCAL_FIREWALL is off"
-    missing = FirewallConfig(library="libnftables-missing.so.1")
+    missing = FirewallConfig(nft="/nonexistent/nft")
     if os.geteuid() == 0:
         assert "is not installed (the Debian package nftables)" in str(unavailable_reason(missing))
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
