@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from clusters.fairness import dominant_share, fair_order, queue_order
 from clusters.placement import TaskShape
 from clusters.quota import (
     Limit,
@@ -17,10 +18,7 @@ from clusters.quota import (
     Waiting,
     ceiling,
     charged,
-    dominant_share,
-    fair_order,
     guarantee,
-    queue_order,
     shared_part,
     shortfall,
 )

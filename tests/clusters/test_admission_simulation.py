@@ -65,7 +65,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from clusters import placement, quota
+from clusters import fairness, placement, quota
+from clusters.fairness import queue_order
 from clusters.placement import Rooms, TaskShape, Use, give, place
 from clusters.quota import (
     Limit,
@@ -75,7 +76,6 @@ from clusters.quota import (
     Waiting,
     never_fits,
     plan,
-    queue_order,
     shared_part,
     unguaranteed,
 )
@@ -446,7 +446,7 @@ SWITCHED_OFF = {
     "reclaim preempts every borrower": (quota, "reclaim", preempt_all, "(e)"),
     "a node's any-type GPUs look overdrawn": (quota, "overdrawn", overdrawn_by_any_entry, "(e)"),
     "no fairness among users": (
-        quota,
+        fairness,
         "fair_order",
         lambda jobs, held, capacity: sorted(jobs, key=queue_order),
         "(d)",

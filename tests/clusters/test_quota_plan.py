@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusters import quota
+from clusters import fairness
 from clusters.demand import demand_of, options_of
 from clusters.quota import Limit, Queue, Running, Waiting, exceeds, never_fits, plan
 from clusters.resources import Resources
@@ -520,13 +520,13 @@ def test_priority_orders_before_fairness():
 
 def test_a_queue_is_ordered_again_only_when_its_jobs_or_users_holdings_moved(monkeypatch):
     calls: list[str] = []
-    real = quota.fair_order
+    real = fairness.fair_order
 
     def counted(jobs, held, capacity):
         calls.append(jobs[0].vc)
         return real(jobs, held, capacity)
 
-    monkeypatch.setattr(quota, "fair_order", counted)
+    monkeypatch.setattr(fairness, "fair_order", counted)
     queues = [fixed("a", Limit(cpu=1)), fixed("b", Limit(cpu=1))]
     who = [("a", "ann"), ("a", "bob"), ("a", "ann"), ("b", "ann"), ("b", "bob")]
     waiting = [job(i, vc, user=user) for i, (vc, user) in enumerate(who)]
