@@ -302,8 +302,9 @@ def plan(
     queue_of = {name: by_name.get(name) or Queue(name, Limit()) for name in queued}
     for name in queued:
         queued[name] = fairness.ordered(queued[name], users_held[name], capacity, orders, name)
-    for gone in set(orders or ()) - set(queued):
-        del orders[gone]  # type: ignore[index]
+    if orders is not None:
+        for gone in orders.keys() - queued.keys():
+            del orders[gone]  # a VC with no job waiting any more
     # Thousands of waiting jobs come in a few shapes: what one job of a VC was told holds for
     # the next of the same shape until a job is admitted (which changes what is free), so
     # each answer below is kept per (VC, shape) and forgotten on every admission.
