@@ -1,20 +1,20 @@
 """What an admission pass decides on, read from the database and kept between passes by the
-process that runs them, so that a pass reads in full only the jobs that changed.
+process that runs them, so that a pass reads only what changed.
 
-Each pass reads every live job's *mark* (id, state, retries, virtual cluster: integers and a
-short word) and the live tasks' nodes; it reads in full (demand, submission time, owner,
-priority) only the jobs that are new or whose mark moved, and when nothing moved since a pass
-that changed nothing, it plans nothing (``jobs.lifecycle.admit``).
+Each pass reads the jobs and tasks changed since the last one (``jobs.lifecycle.feed``; on a
+database without the feed, every live job's *mark*: id, state, retries, virtual cluster, and
+the live tasks' nodes); it reads in full (demand, submission time, owner, priority) only the
+jobs that are new or whose mark moved, and when nothing moved since a pass that changed
+nothing, it plans nothing (``jobs.lifecycle.admit``).
 Nothing else about a job changes while it lives, so the book agrees with a fresh read
-(``tests/jobs/test_admission_book.py`` checks it after every kind of transition). The passes
-may move from one process to another: each process's book is checked against the database,
-never against another process.
+(``tests/clusters/test_admission_book.py`` checks it after every kind of transition). The
+passes may move from one process to another: each process's book is checked against the
+database, never against another process.
 
 Measured reason (``bench/admission.py``, 10,000 waiting and 4,000 running jobs on 1,000 nodes,
 this 2-core machine): reading every live job in full took 300-460 ms of a 550 ms pass, most of
-it turning 14,000 timestamps and demands into Python objects; the marks take about 12 ms and
-the tasks' nodes 10 ms.
-"""
+it turning 14,000 timestamps and demands into Python objects; reading every mark and task then
+took 40-60 ms, reading the changes a few."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from clusters.placement import TaskShape, Use
 from clusters.quota import Limit, Queue, Running, Waiting, quota_of
 from clusters.resources import Resources
 from jobs import wakeup
+from jobs.lifecycle import feed
 from jobs.models import Job, Task
 from jobs.states import LIVE_JOB_STATES, LIVE_TASK_STATES, JobState
 
@@ -86,7 +87,11 @@ class Book:
     waiting: dict[int, Waiting] = field(default_factory=dict)
     running: dict[int, Running] = field(default_factory=dict)  # not placed on nodes
     roles: dict[int, dict[str, Resources]] = field(default_factory=dict)  # running jobs' tasks
-    seen: tuple[Any, ...] = ()  # the queues, nodes and tasks last read
+    seen: tuple[Any, ...] = ()  # the queues and nodes last read
+    tasks: dict[int, tuple[int, str, str]] = field(default_factory=dict)  # live: (job, role, node)
+    # where the next read of changed jobs (tasks) starts (``feed``); None: read them all
+    horizon: int | None = None
+    task_horizon: int | None = None
     # per running job, its tasks' (job, role, node) rows and the job placed on nodes by them
     placed: dict[int, tuple[tuple[Any, ...], Running]] = field(default_factory=dict)
     placed_on: dict[str, Resources] = field(default_factory=dict)  # the nodes they were on
@@ -100,36 +105,85 @@ class Book:
     orders: dict[str, Any] = field(default_factory=dict)  # each VC's queue order (``plan``)
 
     def refresh(self, backend: Backend | None) -> bool:
-        """Bring the book up to date in four queries (three with one node), reading in full
-        only the jobs that are new or moved; whether anything a pass decides on moved."""
+        """Bring the book up to date in five queries (four with one node), reading only what
+        changed since the last pass (``feed``) and in full only the jobs that are new or
+        moved; whether anything a pass decides on moved."""
         vcs = list(VirtualCluster.objects.all())
         names = {vc.id: vc.name for vc in vcs}
         queues = [Queue(vc.name, quota_of(vc), vc.strict_fifo, vc.max_capacity) for vc in vcs]
         nodes = capacity.node_capacities(backend)
-        live = Job.objects.filter(state__in=LIVE_JOB_STATES)
-        marks = {
-            job_id: (state, retries, vc_id)
-            for job_id, state, retries, vc_id in live.values_list(
-                "id", "state", "retries", "virtual_cluster_id"
-            )
-        }
-        moved = {i for i, mark in marks.items() if self.marks.get(i) != mark}
-        gone = self.marks.keys() - marks.keys()
+        now = feed.horizon()
+        if now is not None and self.horizon is not None and now < self.horizon:
+            self.horizon = self.task_horizon = None  # another database: read everything
+        moved, gone = self.moved_jobs(self.horizon)
+        self.horizon = now
         for job_id in gone | moved:
             self.forget(job_id)
+        live = Job.objects.filter(state__in=LIVE_JOB_STATES)
         self.read_in_full = self.read(live, moved, names)
-        tasks = self.task_rows() if len(nodes) > 1 else []
-        seen = (queues, names, nodes, tasks)
-        changed = bool(moved or gone) or seen != self.seen
+        if len(nodes) > 1:
+            tasks_moved = self.moved_tasks(self.task_horizon)
+            self.task_horizon = now
+        else:
+            tasks_moved, self.tasks, self.task_horizon = bool(self.tasks), {}, None
+        seen = (queues, names, nodes)
+        changed = bool(moved or gone or tasks_moved) or seen != self.seen
         self.seen = seen
         self.settled = self.settled and not changed
         return changed
 
+    def moved_jobs(self, since: int | None) -> tuple[set[int], set[int]]:
+        """The live jobs whose mark moved, and the jobs the book holds that are no longer
+        live: from the rows changed ``since`` (``feed``) when the count of live jobs agrees,
+        else from every live job's mark."""
+        if since is not None:
+            changes = feed.jobs_since(since)
+            moved, gone = set(), set()
+            for job_id, state, retries, vc_id in changes.rows:
+                if state in LIVE_JOB_STATES:
+                    if self.marks.get(job_id) != (state, retries, vc_id):
+                        moved.add(job_id)
+                elif job_id in self.marks:
+                    gone.add(job_id)
+            new = sum(1 for job_id in moved if job_id not in self.marks)
+            if len(self.marks) - len(gone) + new == changes.live:
+                return moved, gone
+        marks = {
+            job_id: (state, retries, vc_id)
+            for job_id, state, retries, vc_id in Job.objects.filter(
+                state__in=LIVE_JOB_STATES
+            ).values_list("id", "state", "retries", "virtual_cluster_id")
+        }
+        moved = {i for i, mark in marks.items() if self.marks.get(i) != mark}
+        return moved, self.marks.keys() - marks.keys()
+
+    def moved_tasks(self, since: int | None) -> bool:
+        """Bring the live tasks' nodes up to date, as ``moved_jobs`` does the jobs; whether
+        any moved."""
+        moved = False
+        if since is not None:
+            changes = feed.tasks_since(since)
+            for task_id, job_id, role, node, state in changes.rows:
+                if state in LIVE_TASK_STATES:
+                    moved = moved or self.tasks.get(task_id) != (job_id, role, node)
+                    self.tasks[task_id] = (job_id, role, node)
+                elif self.tasks.pop(task_id, None) is not None:
+                    moved = True
+            if len(self.tasks) == changes.live:
+                return moved
+        rows = Task.objects.filter(state__in=LIVE_TASK_STATES).values_list(
+            "id", "attempt__job_id", "role", "node"
+        )
+        tasks = {task_id: (job_id, role, node) for task_id, job_id, role, node in rows}
+        moved = moved or tasks != self.tasks
+        self.tasks = tasks
+        return moved
+
     def loaded(self) -> Loaded:
         """What the book holds, as a pass decides on it, with each waiting job's current
         standing: what this book last wrote, else read (one query)."""
-        queues, _, nodes, tasks = self.seen
-        running = self.placed_running(tasks, nodes)
+        queues, _, nodes = self.seen
+        running = self.placed_running(nodes)
         if self.standing is None or wakeup.standing_stamp() != self.stamp:
             rows = Job.objects.filter(state=JobState.WAITING).values_list(
                 "id", "reason", "queue_position"
@@ -145,20 +199,18 @@ class Book:
         what it wrote is not known."""
         self.standing = None if standing is None else dict(standing)
 
-    def placed_running(
-        self, tasks: list[tuple[int, str, str]], nodes: dict[str, Resources]
-    ) -> list[Running]:
-        """The running jobs, each with what its tasks hold on each node; worked out again only
-        for a job whose tasks moved (or for all when the nodes changed)."""
+    def placed_running(self, nodes: dict[str, Resources]) -> list[Running]:
+        """The running jobs, each with what its live tasks hold on each node; worked out again
+        only for a job whose tasks moved (or for all when the nodes changed)."""
         if nodes != self.placed_on:
             self.placed.clear()
             self.placed_on = nodes
         rows_of: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
-        for row in tasks:
+        for row in self.tasks.values():
             rows_of[row[0]].append(row)
         running = []
         for i, job in self.running.items():
-            rows = tuple(rows_of.get(i, ()))
+            rows = tuple(sorted(rows_of.get(i, ())))
             known = self.placed.get(i)
             if known is None or known[0] != rows:
                 placed, unplaced = task_places(rows, self.roles, nodes)
@@ -219,15 +271,6 @@ class Book:
                 )
                 self.roles[job_id] = {role: per for role, _, per in tasks}
         return read
-
-    @staticmethod
-    def task_rows() -> list[tuple[int, str, str]]:
-        """(job, role, node) of each live task of a running job, in a stable order."""
-        tasks = Task.objects.filter(
-            attempt__job__state__in=[JobState.RUNNING, JobState.STOPPING],
-            state__in=LIVE_TASK_STATES,
-        )
-        return sorted(tasks.values_list("attempt__job_id", "role", "node"))
 
 
 BOOK = Book()  # this process's

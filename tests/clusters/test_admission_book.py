@@ -5,7 +5,7 @@ pass with nothing moved since one that changed nothing plans nothing."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from clusters.models import Node
@@ -150,3 +150,73 @@ def test_a_pass_that_cannot_stamp_the_standing_does_not_write_it(alice, backend,
     assert report.admitted == 1  # the pass still starts what fits
     assert not BOOK.settled  # a later pass tells them
     assert Job.objects.get(name="j1").reason == "waiting to be admitted"  # not written
+
+
+def full_mark_reads(queries) -> list[str]:
+    """The reads of every live job's mark among ``queries`` (what the feed spares)."""
+    read = '"jobs_job"."virtual_cluster_id" FROM "jobs_job" WHERE "jobs_job"."state" IN'
+    return [q["sql"] for q in queries if read in q["sql"]]
+
+
+def test_a_pass_reads_the_rows_changed_since_the_last_one_not_every_live_job(alice):
+    cluster(cpu=8)
+    vc("research", alice, cpu=1, max_capacity=0)
+    jobs = [
+        lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research") for i in range(3)
+    ]
+    BOOK.refresh(None)
+    Job.objects.filter(id=jobs[1].id).update(retries=1)
+    with CaptureQueriesContext(connection) as queries:
+        BOOK.refresh(None)
+    assert full_mark_reads(queries) == []
+    assert BOOK.read_in_full == {jobs[1].id}
+    Job.objects.filter(id=jobs[2].id).update(reason="rewritten")  # not what admission reads
+    assert wakeup.stamp_standing("another process")  # as another process's pass would
+    BOOK.refresh(None)
+    assert BOOK.read_in_full == set()
+    agrees_with_a_fresh_read()
+
+
+def test_a_change_committed_after_a_pass_read_the_changes_is_seen_by_the_next_pass(alice):
+    """A transaction that was running when a pass read the changes commits after it: its
+    change is older than the pass's read, and the next pass still sees it (the horizon is the
+    oldest running transaction, not the newest change seen)."""
+    cluster(cpu=8)
+    vc("research", alice, cpu=1, max_capacity=0)
+    early = lifecycle.submit(alice, job_text("early"), virtual_cluster="research")
+    BOOK.refresh(None)
+    other = connections.create_connection("default")
+    try:
+        other.set_autocommit(False)
+        with other.cursor() as cursor:
+            cursor.execute("UPDATE jobs_job SET retries = 2 WHERE id = %s", [early.id])
+        late = lifecycle.submit(alice, job_text("late"), virtual_cluster="research")
+        BOOK.refresh(None)  # sees the late job, not the uncommitted retry
+        assert BOOK.read_in_full == {late.id}
+        assert BOOK.marks[early.id][1] == 0
+        other.commit()
+    finally:
+        other.close()
+    BOOK.refresh(None)
+    assert BOOK.read_in_full == {early.id}
+    assert BOOK.marks[early.id][1] == 2
+    agrees_with_a_fresh_read()
+
+
+def test_a_live_job_deleted_under_the_book_leaves_it(alice, backend):
+    """A deleted row leaves nothing in the feed: the count of live jobs (and tasks) taken
+    with it tells, and the book reads everything again."""
+    cluster(cpu=8)
+    vc("research", alice, cpu=1, max_capacity=0)
+    gone, kept = (
+        lifecycle.submit(alice, job_text(name), virtual_cluster="research")
+        for name in ("gone", "kept")
+    )
+    run_pass(backend)
+    BOOK.refresh(None)
+    assert gone.id in BOOK.running
+    Job.objects.filter(id=gone.id).delete()  # its tasks with it
+    BOOK.refresh(None)
+    assert gone.id not in BOOK.running and gone.id not in BOOK.marks
+    assert kept.id in BOOK.waiting
+    agrees_with_a_fresh_read()
