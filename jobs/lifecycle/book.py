@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
+from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, Q, TextField
 from django.db.models.functions import Cast
 
@@ -115,6 +116,8 @@ class Book:
         now = feed.horizon()
         if now is not None and self.horizon is not None and now < self.horizon:
             self.horizon = self.task_horizon = None  # another database: read everything
+        if connection.in_atomic_block:
+            now = None  # what this read sees may yet be rolled back: the next reads everything
         moved, gone = self.moved_jobs(self.horizon)
         self.horizon = now
         for job_id in gone | moved:

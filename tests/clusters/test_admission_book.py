@@ -5,7 +5,7 @@ pass with nothing moved since one that changed nothing plans nothing."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from clusters.models import Node
@@ -219,4 +219,19 @@ def test_a_live_job_deleted_under_the_book_leaves_it(alice, backend):
     BOOK.refresh(None)
     assert gone.id not in BOOK.running and gone.id not in BOOK.marks
     assert kept.id in BOOK.waiting
+    agrees_with_a_fresh_read()
+
+
+def test_what_a_pass_read_inside_a_rolled_back_transaction_is_read_again(alice):
+    cluster(cpu=8)
+    vc("research", alice, cpu=1, max_capacity=0)
+    job = lifecycle.submit(alice, job_text("j"), virtual_cluster="research")
+    BOOK.refresh(None)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Job.objects.filter(id=job.id).update(retries=3)
+        BOOK.refresh(None)
+        assert BOOK.marks[job.id][1] == 3
+        raise RuntimeError("rolled back")
+    BOOK.refresh(None)
+    assert BOOK.marks[job.id][1] == 0
     agrees_with_a_fresh_read()
