@@ -143,9 +143,38 @@ def fill(jobs: int) -> None:
         cursor.execute("VACUUM ANALYZE jobs_task")
 
 
+def schedule_started() -> None:
+    """The tasks the last pass started land on nodes, best fit, as Kubernetes' scheduler would
+    put them and the portal's observation of their pods records (without it, every pass would
+    place each of them again, and more each round)."""
+    from clusters.capacity import node_capacities
+    from clusters.placement import place, take
+    from clusters.resources import Resources
+    from jobs.models import Task
+
+    live = Task.objects.filter(state__in=["WAITING", "RUNNING"])
+    free = node_capacities()
+    rows = live.values_list("id", "node", "attempt__job__gpu_count")
+    started = []
+    for task_id, node, gpus in rows:
+        per = Resources(1, 1000, {"V100": gpus})
+        if node:
+            free[node] = free[node] - per
+        else:
+            started.append((task_id, per))
+    for task_id, per in started:
+        use = place([("w", 1, per)], free)
+        if use:
+            take(free, use)
+            Task.objects.filter(id=task_id).update(node=next(iter(use)))
+
+
 def end_some(count: int) -> None:
-    """``count`` running jobs end (in as many VCs), as between two passes."""
+    """The tasks started since the last round are on nodes, and ``count`` running jobs end
+    (in as many VCs), as between two passes."""
     from jobs.models import Job, Task
+
+    schedule_started()
 
     ended = list(
         Job.objects.filter(state="RUNNING")
