@@ -28,9 +28,11 @@ from typing import Any
 # keeps running and never gets SIGPIPE. ``head`` stops after cap + 1 bytes, which says whether
 # the output went past the cap (the log is then cut back to the cap), and writes what each read
 # brings at once (``stdbuf -o0``: else stdio held back the last 4 KiB of a live log's tail).
-# The wrapper starts in a directory the launch has just made (nothing of an earlier run in it)
-# and reads small files with the shell's own ``read``: each command it runs costs the machine
-# about a millisecond of CPU per task start or end.
+# The wrapper starts in a directory the launch has just made, with the two pipes in it (made by
+# the launch: nothing of an earlier run there), and reads small files with the shell's own
+# ``read``: each command it runs costs the machine one to four milliseconds of CPU per task
+# (with 100 tasks at once, its commands took a third of the machine), so it runs as few as it
+# can; the pipes stay in the directory, removed with it.
 # A reader whose pipe never got a writer (the task did not start) is released by opening the
 # pipe read-write once. The exit code is written once both readers are done (``wait``, no
 # polling), so that a log read after it is whole; a watchdog kills the readers 10 s after the
@@ -53,9 +55,7 @@ cap() {
     printf '\\n[portal] log capped at %s bytes: the rest of the output was dropped\\n' "$1" >>"$2"
     cat >/dev/null
   fi
-  : >"$2.done"
 }
-mkfifo stdout.pipe stderr.pipe
 cap "$log_max_bytes" stdout.log <stdout.pipe 3>&- &
 readers=$!
 cap "$log_max_bytes" stderr.log <stderr.pipe 3>&- &
@@ -75,7 +75,6 @@ exec 4>&- 5>&-
 watchdog=$!
 wait $readers
 kill $watchdog 2>/dev/null
-rm -f stdout.pipe stderr.pipe stdout.log.done stderr.log.done
 printf %s "$code" >exit_code.tmp && mv -f exit_code.tmp exit_code
 task=${PWD##*/} attempt=${PWD%/*}
 : >"../../.ended/${attempt##*/}+$task"
@@ -172,6 +171,8 @@ def spawn_detached(
     of its output streams capped at ``log_max_bytes`` in its log; return the wrapper's pid and
     the task's pid."""
     command = command or ["/bin/sh", "./bootstrap.sh"]
+    for stream in ("stdout", "stderr"):
+        os.mkfifo(workdir / f"{stream}.pipe", 0o600)
     proc = subprocess.Popen(
         ["setsid", "-f", "/bin/sh", "-c", WRAPPER, "wrapper", str(log_max_bytes), *command],
         cwd=workdir,
