@@ -34,6 +34,14 @@ def agrees_with_a_fresh_read() -> None:
     assert kept.standing == read.standing
 
 
+def research_jobs(owner, *names: str) -> list[Job]:
+    """Jobs ``names`` of ``owner`` in VC ``research`` (one CPU guaranteed, nothing to borrow)
+    on an 8-CPU cluster: the first runs, the others wait."""
+    cluster(cpu=8)
+    vc("research", owner, cpu=1, max_capacity=0)
+    return [lifecycle.submit(owner, job_text(n), virtual_cluster="research") for n in names]
+
+
 def test_the_book_agrees_with_a_fresh_read_after_every_kind_of_move(alice, backend):
     cluster(cpu=2)
     vc("research", alice, cpu=1)
@@ -65,11 +73,7 @@ def test_the_book_agrees_with_a_fresh_read_after_every_kind_of_move(alice, backe
 
 
 def test_a_pass_reads_in_full_only_the_jobs_that_moved(alice):
-    cluster(cpu=8)
-    vc("research", alice, cpu=1, max_capacity=0)
-    jobs = [
-        lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research") for i in range(5)
-    ]
+    jobs = research_jobs(alice, "j0", "j1", "j2", "j3", "j4")
     BOOK.refresh(None)
     assert {j.id for j in jobs} <= BOOK.read_in_full
     BOOK.refresh(None)
@@ -82,10 +86,7 @@ def test_a_pass_reads_in_full_only_the_jobs_that_moved(alice):
 
 
 def test_a_pass_with_nothing_moved_plans_nothing(alice, backend, monkeypatch):
-    cluster(cpu=8)
-    vc("research", alice, cpu=1, max_capacity=0)
-    for i in range(3):  # one runs, two wait for research's one CPU
-        lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research")
+    research_jobs(alice, "j0", "j1", "j2")  # one runs, two wait for research's one CPU
     plans = []
     real = admit.plan
 
@@ -114,11 +115,7 @@ def waiting_standing_reads(queries) -> list[str]:
 
 
 def test_a_pass_trusts_the_standing_it_wrote_until_another_process_writes_it(alice, backend):
-    cluster(cpu=8)
-    vc("research", alice, cpu=1, max_capacity=0)
-    jobs = [
-        lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research") for i in range(3)
-    ]
+    jobs = research_jobs(alice, "j0", "j1", "j2")
     plan_and_apply(backend, PassReport())  # starts j0, tells j1 and j2 where they stand
     told = dict(Job.objects.filter(id__in=[j.id for j in jobs[1:]]).values_list("id", "reason"))
     assert all(reason.startswith("waiting for 1 CPU in 'research'") for reason in told.values())
@@ -140,10 +137,7 @@ def test_a_pass_trusts_the_standing_it_wrote_until_another_process_writes_it(ali
 
 
 def test_a_pass_that_cannot_stamp_the_standing_does_not_write_it(alice, backend, monkeypatch):
-    cluster(cpu=8)
-    vc("research", alice, cpu=1, max_capacity=0)
-    for i in range(2):
-        lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research")
+    research_jobs(alice, "j0", "j1")
     monkeypatch.setattr(wakeup, "stamp_standing", lambda stamp: False)  # Redis unreachable
     report = PassReport()
     plan_and_apply(backend, report)
@@ -159,11 +153,7 @@ def full_mark_reads(queries) -> list[str]:
 
 
 def test_a_pass_reads_the_rows_changed_since_the_last_one_not_every_live_job(alice):
-    cluster(cpu=8)
-    vc("research", alice, cpu=1, max_capacity=0)
-    jobs = [
-        lifecycle.submit(alice, job_text(f"j{i}"), virtual_cluster="research") for i in range(3)
-    ]
+    jobs = research_jobs(alice, "j0", "j1", "j2")
     BOOK.refresh(None)
     Job.objects.filter(id=jobs[1].id).update(retries=1)
     with CaptureQueriesContext(connection) as queries:
@@ -181,9 +171,7 @@ def test_a_change_committed_after_a_pass_read_the_changes_is_seen_by_the_next_pa
     """A transaction that was running when a pass read the changes commits after it: its
     change is older than the pass's read, and the next pass still sees it (the horizon is the
     oldest running transaction, not the newest change seen)."""
-    cluster(cpu=8)
-    vc("research", alice, cpu=1, max_capacity=0)
-    early = lifecycle.submit(alice, job_text("early"), virtual_cluster="research")
+    (early,) = research_jobs(alice, "early")
     BOOK.refresh(None)
     other = connections.create_connection("default")
     try:
@@ -206,12 +194,7 @@ def test_a_change_committed_after_a_pass_read_the_changes_is_seen_by_the_next_pa
 def test_a_live_job_deleted_under_the_book_leaves_it(alice, backend):
     """A deleted row leaves nothing in the feed: the count of live jobs (and tasks) taken
     with it tells, and the book reads everything again."""
-    cluster(cpu=8)
-    vc("research", alice, cpu=1, max_capacity=0)
-    gone, kept = (
-        lifecycle.submit(alice, job_text(name), virtual_cluster="research")
-        for name in ("gone", "kept")
-    )
+    gone, kept = research_jobs(alice, "gone", "kept")
     run_pass(backend)
     BOOK.refresh(None)
     assert gone.id in BOOK.running
@@ -223,9 +206,7 @@ def test_a_live_job_deleted_under_the_book_leaves_it(alice, backend):
 
 
 def test_what_a_pass_read_inside_a_rolled_back_transaction_is_read_again(alice):
-    cluster(cpu=8)
-    vc("research", alice, cpu=1, max_capacity=0)
-    job = lifecycle.submit(alice, job_text("j"), virtual_cluster="research")
+    (job,) = research_jobs(alice, "j")
     BOOK.refresh(None)
     with pytest.raises(RuntimeError), transaction.atomic():
         Job.objects.filter(id=job.id).update(retries=3)
