@@ -91,14 +91,15 @@ class Book:
     seen: tuple[Any, ...] = ()  # the queues and nodes last read
     tasks: dict[int, tuple[int, str, str]] = field(default_factory=dict)  # live: (job, role, node)
     # where the next read of changed jobs (tasks) starts (``feed``); None: read them all
-    horizon: int | None = None
-    task_horizon: int | None = None
+    since: feed.Position | None = None
+    task_since: feed.Position | None = None
     # per running job, its tasks' (job, role, node) rows and the job placed on nodes by them
     placed: dict[int, tuple[tuple[Any, ...], Running]] = field(default_factory=dict)
     placed_on: dict[str, Resources] = field(default_factory=dict)  # the nodes they were on
     # a pass over what the book holds changed nothing and told every waiting job where it stands
     settled: bool = False
     read_in_full: set[int] = field(default_factory=set)  # the jobs the last load read in full
+    unread: set[int] = field(default_factory=set)  # in a VC made after the VCs were read
     # Where the waiting jobs stand as this book last wrote it, trusted while no other process
     # has written it since (``stamp``, ``jobs.wakeup.standing_stamp``); None: read it.
     standing: dict[int, tuple[str, int | None]] | None = None
@@ -113,72 +114,65 @@ class Book:
         names = {vc.id: vc.name for vc in vcs}
         queues = [Queue(vc.name, quota_of(vc), vc.strict_fifo, vc.max_capacity) for vc in vcs]
         nodes = capacity.node_capacities(backend)
-        now = feed.horizon()
-        if now is not None and self.horizon is not None and now < self.horizon:
-            self.horizon = self.task_horizon = None  # another database: read everything
+        now = feed.position()
+        if now is None or self.since is None or now[1] != self.since[1] or now[0] < self.since[0]:
+            self.since = self.task_since = None  # rows deleted (or another database): read all
         if connection.in_atomic_block:
             now = None  # what this read sees may yet be rolled back: the next reads everything
-        moved, gone = self.moved_jobs(self.horizon)
-        self.horizon = now
+        moved, gone = self.moved_jobs(self.since)
+        moved |= self.unread
+        self.since = now
         for job_id in gone | moved:
             self.forget(job_id)
         live = Job.objects.filter(state__in=LIVE_JOB_STATES)
         self.read_in_full = self.read(live, moved, names)
         if len(nodes) > 1:
-            tasks_moved = self.moved_tasks(self.task_horizon)
-            self.task_horizon = now
+            tasks_moved = self.moved_tasks(self.task_since)
+            self.task_since = now
         else:
-            tasks_moved, self.tasks, self.task_horizon = bool(self.tasks), {}, None
+            tasks_moved, self.tasks, self.task_since = bool(self.tasks), {}, None
         seen = (queues, names, nodes)
         changed = bool(moved or gone or tasks_moved) or seen != self.seen
         self.seen = seen
         self.settled = self.settled and not changed
         return changed
 
-    def moved_jobs(self, since: int | None) -> tuple[set[int], set[int]]:
+    def moved_jobs(self, since: feed.Position | None) -> tuple[set[int], set[int]]:
         """The live jobs whose mark moved, and the jobs the book holds that are no longer
-        live: from the rows changed ``since`` (``feed``) when the count of live jobs agrees,
-        else from every live job's mark."""
+        live: from the rows changed ``since`` (``feed``), else from every live job's mark."""
         if since is not None:
-            changes = feed.jobs_since(since)
             moved, gone = set(), set()
-            for job_id, state, retries, vc_id in changes.rows:
+            for job_id, state, retries, vc_id in feed.jobs_since(since[0]):
                 if state in LIVE_JOB_STATES:
                     if self.marks.get(job_id) != (state, retries, vc_id):
                         moved.add(job_id)
                 elif job_id in self.marks:
                     gone.add(job_id)
-            new = sum(1 for job_id in moved if job_id not in self.marks)
-            if len(self.marks) - len(gone) + new == changes.live:
-                return moved, gone
-        marks = {
-            job_id: (state, retries, vc_id)
-            for job_id, state, retries, vc_id in Job.objects.filter(
-                state__in=LIVE_JOB_STATES
-            ).values_list("id", "state", "retries", "virtual_cluster_id")
-        }
+            return moved, gone
+        rows = Job.objects.filter(state__in=LIVE_JOB_STATES).values_list(
+            "id", "state", "retries", "virtual_cluster_id"
+        )
+        marks = {job_id: (state, retries, vc_id) for job_id, state, retries, vc_id in rows}
         moved = {i for i, mark in marks.items() if self.marks.get(i) != mark}
         return moved, self.marks.keys() - marks.keys()
 
-    def moved_tasks(self, since: int | None) -> bool:
+    def moved_tasks(self, since: feed.Position | None) -> bool:
         """Bring the live tasks' nodes up to date, as ``moved_jobs`` does the jobs; whether
         any moved."""
-        moved = False
         if since is not None:
-            changes = feed.tasks_since(since)
-            for task_id, job_id, role, node, state in changes.rows:
+            moved = False
+            for task_id, job_id, role, node, state in feed.tasks_since(since[0]):
                 if state in LIVE_TASK_STATES:
                     moved = moved or self.tasks.get(task_id) != (job_id, role, node)
                     self.tasks[task_id] = (job_id, role, node)
                 elif self.tasks.pop(task_id, None) is not None:
                     moved = True
-            if len(self.tasks) == changes.live:
-                return moved
+            return moved
         rows = Task.objects.filter(state__in=LIVE_TASK_STATES).values_list(
             "id", "attempt__job_id", "role", "node"
         )
         tasks = {task_id: (job_id, role, node) for task_id, job_id, role, node in rows}
-        moved = moved or tasks != self.tasks
+        moved = tasks != self.tasks
         self.tasks = tasks
         return moved
 
@@ -239,10 +233,14 @@ class Book:
             return set()
         jobs = live if len(ids) > FULL_READ_BY_STATE else live.filter(id__in=ids)
         read = set()
+        self.unread = set()
         for row in jobs.annotate(**READ_AS).values(*FIELDS):
             job_id = row["id"]
-            if job_id not in ids or row["virtual_cluster_id"] not in names:
-                continue  # in the book already, or in a VC made since the VCs were read
+            if job_id not in ids:
+                continue  # in the book already
+            if row["virtual_cluster_id"] not in names:
+                self.unread.add(job_id)  # in a VC made since the VCs were read: next pass
+                continue
             read.add(job_id)
             self.marks[job_id] = (row["state"], row["retries"], row["virtual_cluster_id"])
             demand, tasks = parsed(row["resources_text"])

@@ -4,63 +4,59 @@ A trigger stamps each job and task row with the id of the transaction that inser
 changed what admission reads of it (``jobs/migrations/0015_change_feed.py``). Every transaction
 a read could not see has an id at least the *horizon* taken before that read (the oldest one
 still running, ``pg_snapshot_xmin``), so the rows stamped at or after it hold every change the
-book has not seen: some seen already, never one missed. With the rows comes how many jobs (or
-tasks) are live, in the same snapshot: a row deleted leaves no stamp, and a book whose count
-differs reads everything again. Elsewhere (SQLite) there is no feed and the book reads in full.
+book has not seen: some seen already, never one missed. A row deleted leaves no stamp: every
+statement that deletes rows counts itself (0016), and the count is read with the horizon; when
+it moved, the book reads everything again (``jobs.lifecycle.book``). A stamp at or past the
+snapshot's first unassigned id (but the reading transaction's own) cannot be of this database
+(a dump restored into another cluster keeps its stamps) and is not news. Elsewhere (SQLite)
+there is no feed and the book reads in full.
 
-Raw SQL: the stamp is not a model field, and the count must come from the same snapshot as the
-rows, one statement.
-"""
+Raw SQL: the stamp is not a model field."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection
 
-from jobs.states import LIVE_JOB_STATES, LIVE_TASK_STATES
-
-JOBS = """
-WITH live AS (SELECT count(*) AS n FROM jobs_job WHERE state = ANY(%s))
-SELECT live.n, j.id, j.state, j.retries, j.virtual_cluster_id
-FROM live LEFT JOIN jobs_job j ON j.changed >= %s::text::xid8
-"""
-
-TASKS = """
-WITH live AS (SELECT count(*) AS n FROM jobs_task WHERE state = ANY(%s))
-SELECT live.n, t.id, a.job_id, t.role, t.node, t.state
-FROM live LEFT JOIN (jobs_task t JOIN jobs_jobattempt a ON a.id = t.attempt_id)
-    ON t.changed >= %s::text::xid8
-"""
+JOBS = """SELECT id, state, retries, virtual_cluster_id FROM jobs_job
+WHERE changed >= %(since)s::text::xid8 AND (
+    changed < pg_snapshot_xmax(pg_current_snapshot()) OR changed = pg_current_xact_id_if_assigned()
+)"""
+TASKS = """SELECT t.id, a.job_id, t.role, t.node, t.state
+FROM jobs_task t JOIN jobs_jobattempt a ON a.id = t.attempt_id
+WHERE t.changed >= %(since)s::text::xid8 AND (
+    t.changed < pg_snapshot_xmax(pg_current_snapshot())
+    OR t.changed = pg_current_xact_id_if_assigned()
+)"""
 
 
-@dataclass
-class Changes:
-    rows: list[tuple]  # type: ignore[type-arg]  # the changed rows, without the count
-    live: int  # how many rows are live now
+Position = tuple[int, int]  # the horizon, and how many statements had deleted rows then
 
 
-def horizon() -> int | None:
+def position() -> Position | None:
     """Where the next read of the changes starts; None where there is no feed."""
     if connection.vendor != "postgresql":
         return None
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text")
-        return int(cursor.fetchone()[0])
+        cursor.execute(
+            "SELECT pg_snapshot_xmin(pg_current_snapshot())::text, count FROM jobs_deletions"
+        )
+        horizon, deletions = cursor.fetchone()
+        return int(horizon), deletions
 
 
-def jobs_since(since: int) -> Changes:
+def jobs_since(since: int) -> list[tuple[Any, ...]]:
     """(id, state, retries, virtual cluster id) of every job changed at or after ``since``."""
-    return changes(JOBS, list(LIVE_JOB_STATES), since)
+    return changes(JOBS, since)
 
 
-def tasks_since(since: int) -> Changes:
+def tasks_since(since: int) -> list[tuple[Any, ...]]:
     """(id, job id, role, node, state) of every task changed at or after ``since``."""
-    return changes(TASKS, list(LIVE_TASK_STATES), since)
+    return changes(TASKS, since)
 
 
-def changes(sql: str, live_states: list[str], since: int) -> Changes:
+def changes(sql: str, since: int) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
-        cursor.execute(sql, [live_states, str(since)])
-        rows = cursor.fetchall()
-    return Changes([row[1:] for row in rows if row[1] is not None], rows[0][0])
+        cursor.execute(sql, {"since": str(since)})
+        return cursor.fetchall()

@@ -4,13 +4,15 @@ pass with nothing moved since one that changed nothing plans nothing."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from clusters.models import Node
+from clusters.models import Node, VirtualCluster
 from jobs import lifecycle, wakeup
-from jobs.lifecycle import admit
+from jobs.lifecycle import admit, book, feed
 from jobs.lifecycle.admit import plan_and_apply
 from jobs.lifecycle.book import BOOK, Book
 from jobs.lifecycle.passes import run_pass
@@ -192,12 +194,14 @@ def test_a_change_committed_after_a_pass_read_the_changes_is_seen_by_the_next_pa
 
 
 def test_a_live_job_deleted_under_the_book_leaves_it(alice, backend):
-    """A deleted row leaves nothing in the feed: the count of live jobs (and tasks) taken
-    with it tells, and the book reads everything again."""
+    """A deleted row leaves no stamp: the statement that deleted it counts itself, and the
+    next pass reads everything."""
     gone, kept = research_jobs(alice, "gone", "kept")
     run_pass(backend)
     BOOK.refresh(None)
     assert gone.id in BOOK.running
+    BOOK.refresh(None)
+    assert BOOK.since is not None  # the next pass would read the changes only
     Job.objects.filter(id=gone.id).delete()  # its tasks with it
     BOOK.refresh(None)
     assert gone.id not in BOOK.running and gone.id not in BOOK.marks
@@ -215,4 +219,32 @@ def test_what_a_pass_read_inside_a_rolled_back_transaction_is_read_again(alice):
         raise RuntimeError("rolled back")
     BOOK.refresh(None)
     assert BOOK.marks[job.id][1] == 0
+    agrees_with_a_fresh_read()
+
+
+def test_a_stamp_restored_from_another_database_is_not_news(alice):
+    """A dump restored into another cluster keeps stamps that may lie ahead of the new
+    cluster's transaction ids: read as changed, those rows would be read on every pass."""
+    restored, kept = research_jobs(alice, "restored", "moved")
+    with connection.cursor() as cursor:  # the trigger stamps only what admission reads
+        cursor.execute("UPDATE jobs_job SET changed = '999999999999' WHERE id = %s", [restored.id])
+    since = feed.position()
+    Job.objects.filter(id=kept.id).update(retries=1)
+    assert since is not None
+    assert [row[0] for row in feed.jobs_since(since[0])] == [kept.id]
+
+
+def test_a_job_in_a_vc_made_after_a_pass_read_the_vcs_is_read_by_the_next(alice, monkeypatch):
+    research_jobs(alice, "first")
+    BOOK.refresh(None)
+    vc("late", alice, cpu=1)
+    late = lifecycle.submit(alice, job_text("late"), virtual_cluster="late")
+    every = VirtualCluster.objects.all
+    before = SimpleNamespace(all=lambda: [v for v in every() if v.name != "late"])
+    monkeypatch.setattr(book.VirtualCluster, "objects", before)  # read before it was made
+    BOOK.refresh(None)
+    assert late.id not in BOOK.waiting
+    monkeypatch.undo()
+    BOOK.refresh(None)  # the feed does not bring the job again: the book remembers it
+    assert late.id in BOOK.waiting
     agrees_with_a_fresh_read()
