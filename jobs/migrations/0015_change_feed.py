@@ -13,6 +13,8 @@ writes it whatever the ORM sends. Other databases have no feed: the book reads i
 
 from django.db import migrations
 
+from jobs.migrations._postgresql import postgresql_only
+
 FORWARD = """
 CREATE FUNCTION portal_row_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -51,15 +53,7 @@ DROP FUNCTION portal_row_changed();
 """
 
 
-def run(sql: str):  # type: ignore[no-untyped-def]
-    def on_postgresql(apps, schema_editor) -> None:  # type: ignore[no-untyped-def]
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
-
-    return on_postgresql
-
-
 class Migration(migrations.Migration):
     dependencies = [("jobs", "0014_job_fillfactor")]
 
-    operations = [migrations.RunPython(run(FORWARD), run(BACKWARD))]
+    operations = [postgresql_only(FORWARD, BACKWARD)]

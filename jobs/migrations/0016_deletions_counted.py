@@ -9,6 +9,8 @@ The count is a row, not a sequence: it moves when the deletion commits, not befo
 
 from django.db import migrations
 
+from jobs.migrations._postgresql import postgresql_only
+
 FORWARD = """
 CREATE TABLE jobs_deletions (id integer PRIMARY KEY CHECK (id = 1), count bigint NOT NULL);
 INSERT INTO jobs_deletions VALUES (1, 0);
@@ -31,15 +33,7 @@ DROP TABLE jobs_deletions;
 """
 
 
-def run(sql: str):  # type: ignore[no-untyped-def]
-    def on_postgresql(apps, schema_editor) -> None:  # type: ignore[no-untyped-def]
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
-
-    return on_postgresql
-
-
 class Migration(migrations.Migration):
     dependencies = [("jobs", "0015_change_feed")]
 
-    operations = [migrations.RunPython(run(FORWARD), run(BACKWARD))]
+    operations = [postgresql_only(FORWARD, BACKWARD)]
