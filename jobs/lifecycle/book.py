@@ -119,12 +119,12 @@ class Book:
             self.since = self.task_since = None  # rows deleted (or another database): read all
         if connection.in_atomic_block:
             now = None  # what this read sees may yet be rolled back: the next reads everything
-        moved, gone = self.moved_jobs(self.since)
+        live = Job.objects.filter(state__in=LIVE_JOB_STATES)
+        moved, gone = self.moved_jobs(live, self.since)
         moved |= self.unread
         self.since = now
         for job_id in gone | moved:
             self.forget(job_id)
-        live = Job.objects.filter(state__in=LIVE_JOB_STATES)
         self.read_in_full = self.read(live, moved, names)
         if len(nodes) > 1:
             tasks_moved = self.moved_tasks(self.task_since)
@@ -137,8 +137,8 @@ class Book:
         self.settled = self.settled and not changed
         return changed
 
-    def moved_jobs(self, since: feed.Position | None) -> tuple[set[int], set[int]]:
-        """The live jobs whose mark moved, and the jobs the book holds that are no longer
+    def moved_jobs(self, live: Any, since: feed.Position | None) -> tuple[set[int], set[int]]:
+        """The ``live`` jobs whose mark moved, and the jobs the book holds that are no longer
         live: from the rows changed ``since`` (``feed``), else from every live job's mark."""
         if since is not None:
             moved, gone = set(), set()
@@ -149,9 +149,7 @@ class Book:
                 elif job_id in self.marks:
                     gone.add(job_id)
             return moved, gone
-        rows = Job.objects.filter(state__in=LIVE_JOB_STATES).values_list(
-            "id", "state", "retries", "virtual_cluster_id"
-        )
+        rows = live.values_list("id", "state", "retries", "virtual_cluster_id")
         marks = {job_id: (state, retries, vc_id) for job_id, state, retries, vc_id in rows}
         moved = {i for i, mark in marks.items() if self.marks.get(i) != mark}
         return moved, self.marks.keys() - marks.keys()

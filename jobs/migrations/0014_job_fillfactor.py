@@ -7,18 +7,15 @@ take 1/0.7 the pages. Rows written before this migration keep their pages until 
 
 from django.db import migrations
 
-
-def set_fillfactor(apps, schema_editor, percent: int) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(f"ALTER TABLE jobs_job SET (fillfactor = {percent})")
+from jobs.migrations._postgresql import postgresql_only
 
 
 class Migration(migrations.Migration):
     dependencies = [("jobs", "0013_job_vc_keeps_finished_jobs")]
 
     operations = [
-        migrations.RunPython(
-            lambda apps, editor: set_fillfactor(apps, editor, 70),
-            lambda apps, editor: set_fillfactor(apps, editor, 100),
+        postgresql_only(
+            "ALTER TABLE jobs_job SET (fillfactor = 70)",
+            "ALTER TABLE jobs_job SET (fillfactor = 100)",
         )
     ]

@@ -1,4 +1,4 @@
-"""A migration step of raw SQL that runs on PostgreSQL only (its triggers and functions; other
+"""A migration step of raw SQL that runs on PostgreSQL only (a table setting, triggers; other
 databases go without what it adds). Django's loader skips this module: its name starts with _."""
 
 from functools import partial
