@@ -13,6 +13,7 @@ import pytest
 
 from backends.base import Observation, StorageKind, StorageMount, TaskPhase
 from backends.local import LocalBackend, disk
+from backends.local.launch import prepare_image
 from backends.local.sandbox import SandboxConfig
 from jobs import lifecycle
 from jobs.exitspec import explain
@@ -80,7 +81,6 @@ def test_a_missing_image_fails_the_task_with_the_pull_reason_and_no_credentials_
     )
     ref = backend.launch(launch)
     control = backend.work_dir(ref).parent
-    assert (control / "registry_auth").stat().st_mode & 0o777 == 0o600
     observation = ended(backend, ref)
     assert observation.phase == TaskPhase.FAILED
     assert observation.exit_code == 254
@@ -94,6 +94,23 @@ def test_a_missing_image_fails_the_task_with_the_pull_reason_and_no_credentials_
         if path.is_file() and path.name != disk.IMAGE:
             assert PASSWORD not in path.read_text(errors="replace"), path
     assert PASSWORD not in observation.diagnostics
+
+
+def test_the_registry_credentials_wait_for_the_pull_in_a_file_only_the_portal_reads(
+    backend: LocalBackend, tmp_path: Path
+):
+    # Where the launch writes them: the wrapper reads and deletes the file as soon as it starts.
+    launch = replace(
+        task("true"),
+        image=IMAGE,
+        pull_secret={"registry": "r", "username": "alice", "password": PASSWORD},
+    )
+    control = tmp_path / "control"
+    control.mkdir()
+    assert prepare_image(backend.sandbox, launch, control) == IMAGE
+    auth = control / "registry_auth"
+    assert auth.stat().st_mode & 0o777 == 0o600
+    assert auth.read_text().splitlines() == ["alice", PASSWORD]
 
 
 AUTH_JOB = """\
