@@ -14,8 +14,8 @@ from django.db.models.functions import Cast
 
 from backends.base import Backend, Capacity
 from clusters import registry
+from clusters.limits import Limit
 from clusters.models import Node
-from clusters.quota import Limit
 from clusters.resources import Resources, sum_of
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from clusters.resources import Resources
 
 if TYPE_CHECKING:  # quota's plan orders its queues here: its types only for the annotations
-    from clusters.quota import Limit, Waiting
+    from clusters.limits import Limit
+    from clusters.quota import Waiting
 
 
 def queue_order(job: Waiting) -> tuple[int, datetime, int]:

@@ -7,8 +7,8 @@ from typing import Any
 from django import forms
 from django.contrib.auth.models import Group, User
 
+from clusters.limits import Limit
 from clusters.models import DEFAULT_VIRTUAL_CLUSTER, VirtualCluster
-from clusters.quota import Limit
 from clusters.vc_changes import quota_problems
 
 

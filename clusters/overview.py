@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from clusters.capacity import cluster_capacity
+from clusters.limits import Limit
 from clusters.models import VirtualCluster
-from clusters.quota import Limit, guarantee, quota_of
+from clusters.quota import guarantee, quota_of
 from clusters.resources import Resources, gpu_label, sum_of
 
 

@@ -14,10 +14,15 @@ the plan counts the task there.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from clusters.resources import ANY_GPU, Resources, gpu_label
+from clusters.resources import ANY_GPU, Resources, gpu_label, sum_of
+
+if TYPE_CHECKING:  # quota's plan counts its running jobs here: their type for the annotations
+    from clusters.quota import Running
 
 # (role, instances, per instance): what a job asks for, task by task
 TaskShape = tuple[str, int, Resources]
@@ -147,3 +152,37 @@ def shortfall_by_node(tasks: Iterable[TaskShape], free: dict[str, Resources]) ->
         if most < need:
             return NodeShortfall(role, what, need, max(most, 0), node)
     return NodeShortfall(role, "", 0, 0, "")
+
+
+def rooms_of(nodes: dict[str, Resources], running: list[Running]) -> Rooms:
+    """The nodes' free room once every running job is counted where its tasks are: where the
+    backend placed them, else where they would go (best fit, after all known placements)."""
+    on_node: dict[str, list[Resources]] = defaultdict(list)  # what running tasks hold there
+    held_on: dict[str, list[Resources]] = defaultdict(list)  # of it, by guaranteed jobs
+    where: dict[int, Use] = {}
+    for job in running:
+        for node, part in job.placed.items():
+            on_node[node].append(part)
+            if not job.borrowing:
+                held_on[node].append(part)
+        if job.borrowing:
+            where[job.id] = dict(job.placed)
+    rooms = Rooms({}, {}, where)
+    for node, cap in nodes.items():
+        parts, held = on_node.get(node, ()), held_on.get(node, ())
+        rooms.free[node] = cap - sum_of(parts) if parts else cap
+        # no borrower there (the common case): the same room
+        same = len(held) == len(parts)
+        rooms.unheld[node] = rooms.free[node] if same else cap - sum_of(held) if held else cap
+    for job in running:
+        use = place(job.unplaced, rooms.free) if job.unplaced else None
+        if not use:
+            continue
+        take(rooms.free, use)
+        if not job.borrowing:
+            take(rooms.unheld, use)
+            continue
+        mine = rooms.where[job.id]
+        for node, part in use.items():
+            mine[node] = mine.get(node, Resources()) + part
+    return rooms

@@ -39,6 +39,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from clusters import fairness
+from clusters.limits import Limit, ceiling, exceeds, shortfall
 from clusters.placement import (
     Rooms,
     TaskShape,
@@ -46,82 +47,11 @@ from clusters.placement import (
     give,
     overdrawn,
     place,
+    rooms_of,
     shortfall_by_node,
     take,
 )
-from clusters.resources import ANY_GPU, Resources, gpu_label, sum_of
-
-
-@dataclass(frozen=True)
-class Limit:
-    """A quota or a capacity; ``None`` for a resource that is not limited."""
-
-    cpu: int | None = None
-    memory_mb: int | None = None
-    gpus: dict[str, int] | None = None
-
-    @classmethod
-    def of(cls, r: Resources) -> Limit:
-        return cls(r.cpu, r.memory_mb, dict(r.gpus))
-
-    @property
-    def unlimited(self) -> bool:
-        return self.cpu is None and self.memory_mb is None and self.gpus is None
-
-
-@dataclass(frozen=True)
-class Shortfall:
-    what: str  # "CPU", "MB memory", "GPU (V100)", "GPU"
-    need: int
-    free: int
-
-    def __str__(self) -> str:
-        return f"{self.need} {self.what}"
-
-
-def shortfall(need: Resources, limit: Limit, used: Resources) -> Shortfall | None:
-    """The first resource that ``need`` lacks within ``limit`` given ``used``; None if it fits."""
-    short = shortfalls(need, limit, used, first_only=True)
-    return short[0] if short else None
-
-
-def shortfalls(
-    need: Resources, limit: Limit, used: Resources, first_only: bool = False
-) -> list[Shortfall]:
-    """Every resource that ``need`` lacks within ``limit`` given ``used`` (the GPUs in total
-    only when no GPU type is short already)."""
-    checks: list[tuple[str, int, int | None, int]] = [
-        ("CPU", need.cpu, limit.cpu, used.cpu),
-        ("MB memory", need.memory_mb, limit.memory_mb, used.memory_mb),
-    ]
-    if limit.gpus is not None:
-        for kind in sorted(k for k in need.gpus if k != ANY_GPU):
-            checks.append(
-                (gpu_label(kind), need.gpus[kind], limit.gpus.get(kind, 0), used.gpus.get(kind, 0))
-            )
-        checks.append(("GPU", need.gpu_total, sum(limit.gpus.values()), used.gpu_total))
-    found: list[Shortfall] = []
-    for what, wanted, cap, taken in checks:
-        if wanted and cap is not None and wanted > cap - taken:
-            if what == "GPU" and any(s.what.startswith("GPU (") for s in found):
-                continue
-            found.append(Shortfall(what, wanted, max(cap - taken, 0)))
-            if first_only:
-                break
-    return found
-
-
-def exceeds(used: Resources, limit: Limit) -> bool:
-    """True when ``used`` is more than ``limit`` allows in any resource."""
-    zero = Resources()
-    return shortfall(zero, limit, zero) is None and shortfall(used, limit, zero) is not None
-
-
-def never_fits(need: Resources, limit: Limit) -> list[Shortfall]:
-    """Why ``need`` exceeds ``limit`` even when nothing else runs (``free`` = the limit): every
-    resource short, not only the first (issue 28)."""
-    return shortfalls(need, limit, Resources())
-
+from clusters.resources import ANY_GPU, Resources, sum_of
 
 # -- the plan -------------------------------------------------------------------------------
 
@@ -135,25 +65,6 @@ class Queue:
     # may hold, guaranteed and borrowed together (Kueue's borrowingLimit, YARN's
     # maximum-capacity); 100 borrows up to the whole cluster.
     max_capacity: float = 100.0
-
-
-def ceiling(capacity: Limit, percent: float, floor: Limit | None = None) -> Limit:
-    """``percent`` of each resource of ``capacity`` (rounded down; unlimited stays so), and
-    never below ``floor`` (a VC's guarantee: max capacity only limits borrowing)."""
-    if percent >= 100:
-        return capacity
-    low = floor or Limit()
-
-    def part(n: int | None, least: int | None = None) -> int | None:
-        return None if n is None else max(int(n * percent // 100), least or 0)
-
-    low_gpus = low.gpus or {}
-    gpus = (
-        None
-        if capacity.gpus is None
-        else {k: part(v, low_gpus.get(k)) or 0 for k, v in capacity.gpus.items()}
-    )
-    return Limit(part(capacity.cpu, low.cpu), part(capacity.memory_mb, low.memory_mb), gpus)
 
 
 @dataclass(frozen=True)
@@ -170,14 +81,16 @@ class Waiting:
     tasks: tuple[TaskShape, ...] = ()  # by role; none known: one task of the whole demand
 
     @functools.cached_property
-    def shape(self) -> tuple[Any, ...]:
+    def shape(self) -> str:
         """What admission's answers for the job depend on besides its VC: its demand and tasks
-        (worked out once: a process keeps its waiting jobs between passes)."""
+        (worked out once: a process keeps its waiting jobs between passes). Text, whose hash
+        Python keeps: a pass looks it up for each of thousands of jobs, and hashing the nested
+        tuple it is made of each time was a fifth of a pass."""
         demand = self.demand
         tasks = tuple(
             (role, n, per.cpu, per.memory_mb, *per.gpus.items()) for role, n, per in self.tasks
         )
-        return (demand.cpu, demand.memory_mb, *demand.gpus.items(), tasks)
+        return repr((demand.cpu, demand.memory_mb, *demand.gpus.items(), tasks))
 
 
 @dataclass(frozen=True)
@@ -246,6 +159,7 @@ class Plan:
     borrow: set[int] = field(default_factory=set)  # admitted on idle capacity, preemptible
     preempt: dict[int, str] = field(default_factory=dict)  # running job id -> reason
     waiting: dict[int, tuple[str, int]] = field(default_factory=dict)  # id -> (reason, position)
+    left: int = 0  # jobs still waiting after the pass (told where they stand or not)
 
 
 def plan(
@@ -256,11 +170,13 @@ def plan(
     max_admit: int | None = None,
     nodes: dict[str, Resources] | None = None,
     orders: dict[str, tuple[Any, list[Waiting]]] | None = None,
+    standing: bool = True,
 ) -> Plan:
     """Decide one admission pass; see the module's rules. With ``nodes`` (their capacity, two
     or more), every task of an admitted job must also find room on one node
     (``clusters.placement``). ``orders``: where the caller keeps each VC's queue order from
-    one pass to the next (``ordered``)."""
+    one pass to the next (``ordered``). Without ``standing``, the jobs left waiting are
+    counted but not told why and where (a third of a pass with 10,000 waiting)."""
     running = list(running)
     rooms = rooms_of(nodes, running) if nodes and len(nodes) > 1 else None
     by_name = {q.name: q for q in queues}
@@ -295,10 +211,14 @@ def plan(
     total = held + sum_of(borrowed.values())  # everything running or admitted
     borrowers.sort(key=preemption_order)
     queued: dict[str, list[Waiting]] = defaultdict(list)
+    kinds_of: dict[str, dict[str, Resources]] = defaultdict(dict)  # per VC: its jobs' shapes
     for w in waiting:
         queued[w.vc].append(w)
+        kinds_of[w.vc][w.shape] = w.demand
+    result.left = sum(map(len, queued.values()))
     notes: dict[int, str] = {}
-    later: list[Waiting] = []  # opportunistic, to borrow after the guaranteed
+    later: dict[str, list[Waiting]] = defaultdict(list)  # per VC: to borrow after the guaranteed
+    later_kinds: dict[str, dict[str, Resources]] = defaultdict(dict)  # their shapes
     queue_of = {name: by_name.get(name) or Queue(name, Limit()) for name in queued}
     for name in queued:
         queued[name] = fairness.ordered(queued[name], users_held[name], capacity, orders, name)
@@ -307,21 +227,23 @@ def plan(
             del orders[gone]  # a VC with no job waiting any more
     # Thousands of waiting jobs come in a few shapes: what one job of a VC was told holds for
     # the next of the same shape until a job is admitted (which changes what is free), so
-    # each answer below is kept per (VC, shape) and forgotten on every admission.
+    # each answer below is kept per (VC, shape) and forgotten on every admission; once every
+    # shape of a VC has its answer and none is admitted, the VC's other jobs are decided
+    # together (what a pass costs with 10,000 jobs waiting in full VCs).
     answers: dict[tuple[Any, ...], Any] = {}
     for name in sorted(queued):
         queue = queue_of[name]
         own = guarantee(queue.quota, shared)
-        blocked: Waiting | None = None
-        for job in queued[name]:
-            if blocked is not None:
-                notes[job.id] = f"behind {blocked.label or f'job {blocked.id}'} (strict FIFO)"
-                continue
+        jobs, kinds = queued[name], kinds_of[name]
+        for at, job in enumerate(jobs):
             key = (name, job.shape)
-            if key not in answers:
-                answers[key] = shortfall(
-                    job.demand, own, charged(queue.quota, used[name], shared_use)
-                ) or shortfall(job.demand, capacity, held)
+            fresh = key not in answers
+            if fresh:  # for every shape of the VC at once: each holds for all its jobs
+                counted = charged(queue.quota, used[name], shared_use)
+                for kind, demand in kinds.items():
+                    answers[name, kind] = shortfall(demand, own, counted) or shortfall(
+                        demand, capacity, held
+                    )
             short = answers[key]
             if short is None and max_admit is not None and len(result.admit) >= max_admit:
                 notes[job.id] = "fits; starts in the next pass"
@@ -336,9 +258,11 @@ def plan(
                     found = place(shapes(job), rooms.free) or place(shapes(job), rooms.unheld)
                 if found is None:  # not even were every borrower gone: fragmentation
                     if unplaced not in answers:
-                        answers[unplaced] = str(shortfall_by_node(shapes(job), rooms.unheld))
+                        answers[unplaced] = no_node(job, rooms.unheld, standing)
                     notes[job.id] = answers[unplaced]
-                    blocked = job if queue.strict_fifo else None
+                    if queue.strict_fifo:
+                        notes.update(dict.fromkeys((j.id for j in jobs[at + 1 :]), behind(job)))
+                        break
                     continue
                 use = found
                 take(rooms.free, use)
@@ -352,41 +276,88 @@ def plan(
                 total = total + job.demand
                 total = reclaim(job, capacity, total, borrowers, result, rooms)
                 continue
-            later.append(job)  # may borrow idle capacity, after every VC's guaranteed jobs
+            later[name].append(job)  # may borrow idle capacity, after every VC's guaranteed
+            later_kinds[name][job.shape] = job.demand
             if queue.strict_fifo:
-                blocked = job
+                notes.update(dict.fromkeys((j.id for j in jobs[at + 1 :]), behind(job)))
+                break
+            if fresh and all(
+                answers.get((name, kind)) or ("no node", kind) in answers for kind in kinds
+            ):  # each shape of the VC is short of its guarantee or found no node: so is the rest
+                rest = jobs[at + 1 :]
+                if all(answers[name, kind] for kind in kinds):
+                    later[name] += rest
+                else:
+                    later[name] += [j for j in rest if answers[name, j.shape]]
+                    notes.update(
+                        (j.id, answers["no node", j.shape])
+                        for j in rest
+                        if not answers[name, j.shape]
+                    )
+                later_kinds[name].update((k, d) for k, d in kinds.items() if answers[name, k])
+                break
     for run in running:  # the borrowers preempted above no longer count against max capacity
         if run.id in result.preempt:
             borrowed[run.vc] = borrowed[run.vc] - run.demand
-    most_of: dict[str, Limit] = {}  # each VC's max capacity, worked out once
     answers.clear()
-    for job in later:
-        if max_admit is not None and len(result.admit) >= max_admit:
-            break
-        queue = queue_of[job.vc]
-        if job.vc not in most_of:
-            most_of[job.vc] = ceiling(capacity, queue.max_capacity, guarantee(queue.quota, shared))
-        key = (job.vc, job.shape)
-        if key not in answers:
-            answers[key] = shortfall(job.demand, capacity, total) is None and (
-                shortfall(job.demand, most_of[job.vc], used[job.vc] + borrowed[job.vc]) is None
-            )
-        if answers[key]:
-            if rooms is not None:
-                unplaced = ("no idle node", job.shape)
-                found = None if unplaced in answers else place(shapes(job), rooms.free)
-                if found is None:
+    demands = {k: d for kinds in later_kinds.values() for k, d in kinds.items()}.values()
+    done = False
+    for name, jobs in later.items():
+        queue = queue_of[name]
+        most = ceiling(capacity, queue.max_capacity, guarantee(queue.quota, shared))
+        kinds = later_kinds[name]
+        for at, job in enumerate(jobs):
+            if max_admit is not None and len(result.admit) >= max_admit:
+                done = True
+                break
+            if not answers and all(shortfall(d, capacity, total) for d in demands):
+                done = True  # no idle room for any of them: none of the rest borrows
+                break
+            key = (name, job.shape)
+            fresh = key not in answers
+            if fresh:
+                mine = used[name] + borrowed[name]
+                for kind, demand in kinds.items():
+                    answers[name, kind] = shortfall(demand, capacity, total) is None and (
+                        shortfall(demand, most, mine) is None
+                    )
+            if answers[key]:
+                found = None
+                if rooms is not None:
+                    unplaced = ("no idle node", job.shape)
                     if unplaced not in answers:
-                        answers[unplaced] = str(shortfall_by_node(shapes(job), rooms.free))
-                    notes[job.id] = answers[unplaced]
+                        fresh = True
+                        found = place(shapes(job), rooms.free)
+                        if found is None:
+                            answers[unplaced] = no_node(job, rooms.free, standing)
+                if rooms is None or found is not None:
+                    if found is not None:
+                        take(rooms.free, found)
+                        rooms.where[job.id] = found
+                    answers.clear()
+                    result.admit.append(job.id)
+                    result.borrow.add(job.id)
+                    borrowed[name] = borrowed[name] + job.demand
+                    total = total + job.demand
                     continue
-                take(rooms.free, found)
-                rooms.where[job.id] = found
-            answers.clear()
-            result.admit.append(job.id)
-            result.borrow.add(job.id)
-            borrowed[job.vc] = borrowed[job.vc] + job.demand
-            total = total + job.demand
+                notes[job.id] = answers[unplaced]
+            if fresh and all(
+                (name, kind) in answers
+                and (not answers[name, kind] or ("no idle node", kind) in answers)
+                for kind in kinds
+            ):  # none of the VC's shapes borrows: neither does the rest
+                if standing:
+                    notes.update(
+                        (j.id, answers["no idle node", j.shape])
+                        for j in jobs[at + 1 :]
+                        if answers[name, j.shape]
+                    )
+                break
+        if done:
+            break
+    result.left -= len(result.admit)
+    if not standing:
+        return result
     admitted = set(result.admit)
     answers.clear()  # the pass is decided: what a shape lacks no longer changes
     for name, jobs in queued.items():
@@ -413,6 +384,17 @@ def plan(
                 text = f"preempted earlier; {text}"
             result.waiting[job.id] = (text, position)
     return result
+
+
+def no_node(job: Waiting, free: dict[str, Resources], told: bool) -> str:
+    """Why ``job`` found no node in ``free``, by node; worked out only for a pass that tells
+    waiting jobs where they stand (it reads every node)."""
+    return str(shortfall_by_node(shapes(job), free)) if told else ""
+
+
+def behind(head: Waiting) -> str:
+    """Why a job waits behind the head of a strict-FIFO queue."""
+    return f"behind {head.label or f'job {head.id}'} (strict FIFO)"
 
 
 def lack(
@@ -517,40 +499,6 @@ def reclaim(
 def shapes(job: Waiting) -> tuple[TaskShape, ...]:
     """A job's tasks; one task of its whole demand when they are not known."""
     return job.tasks or (("", 1, job.demand),)
-
-
-def rooms_of(nodes: dict[str, Resources], running: list[Running]) -> Rooms:
-    """The nodes' free room once every running job is counted where its tasks are: where the
-    backend placed them, else where they would go (best fit, after all known placements)."""
-    on_node: dict[str, list[Resources]] = defaultdict(list)  # what running tasks hold there
-    held_on: dict[str, list[Resources]] = defaultdict(list)  # of it, by guaranteed jobs
-    where: dict[int, Use] = {}
-    for job in running:
-        for node, part in job.placed.items():
-            on_node[node].append(part)
-            if not job.borrowing:
-                held_on[node].append(part)
-        if job.borrowing:
-            where[job.id] = dict(job.placed)
-    rooms = Rooms({}, {}, where)
-    for node, cap in nodes.items():
-        parts, held = on_node.get(node, ()), held_on.get(node, ())
-        rooms.free[node] = cap - sum_of(parts) if parts else cap
-        # no borrower there (the common case): the same room
-        same = len(held) == len(parts)
-        rooms.unheld[node] = rooms.free[node] if same else cap - sum_of(held) if held else cap
-    for job in running:
-        use = place(job.unplaced, rooms.free) if job.unplaced else None
-        if not use:
-            continue
-        take(rooms.free, use)
-        if not job.borrowing:
-            take(rooms.unheld, use)
-            continue
-        mine = rooms.where[job.id]
-        for node, part in use.items():
-            mine[node] = mine.get(node, Resources()) + part
-    return rooms
 
 
 class QuotaHolder(Protocol):

@@ -7,9 +7,9 @@ import re
 from django.db import transaction
 from django.db.models import ProtectedError
 
+from clusters.limits import Limit
 from clusters.models import DEFAULT_VIRTUAL_CLUSTER, VirtualCluster
 from clusters.overview import over_capacity
-from clusters.quota import Limit
 
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 

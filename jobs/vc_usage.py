@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from clusters.capacity import cluster_capacity
 from clusters.demand import resources_of
+from clusters.limits import Limit
 from clusters.models import VirtualCluster
 from clusters.overview import VCView, unmet
-from clusters.quota import Limit, quota_of, unguaranteed
+from clusters.quota import quota_of, unguaranteed
 from jobs.models import Job
 from jobs.states import JobState
 

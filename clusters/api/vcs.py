@@ -20,8 +20,9 @@ from rest_framework.views import APIView
 from apikit.openapi import ERRORS, MessageSerializer, nullable_int
 from apikit.permissions import APPLICATIONS_NOT_ALLOWED, is_application
 from clusters.capacity import cluster_capacity
+from clusters.limits import Limit
 from clusters.models import Node, VirtualCluster
-from clusters.quota import Limit, quota_of
+from clusters.quota import quota_of
 from clusters.usage import CHART_HOURS, SAMPLE_SECONDS, points
 
 

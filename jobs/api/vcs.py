@@ -16,9 +16,10 @@ from rest_framework.views import APIView
 
 from apikit.openapi import ERRORS, MessageSerializer
 from clusters.api.vcs import error, quota_shape, refused_change
+from clusters.limits import Limit
 from clusters.models import VirtualCluster
 from clusters.overview import VCView
-from clusters.quota import Limit, quota_of
+from clusters.quota import quota_of
 from clusters.resources import Resources
 from clusters.vc_changes import delete, quota_problems
 from jobs.api.serializers import VirtualClusterSerializer

@@ -21,16 +21,10 @@ from django.db.models import Q
 from backends.base import Backend
 from clusters import capacity
 from clusters.demand import demand_json, demand_of, options_of, tasks_of
+from clusters.limits import ceiling, never_fits
 from clusters.models import DEFAULT_VIRTUAL_CLUSTER, DefaultVirtualCluster, VirtualCluster
 from clusters.placement import place, shortfall_by_node
-from clusters.quota import (
-    Plan,
-    ceiling,
-    guarantee,
-    never_fits,
-    plan,
-    quota_of,
-)
+from clusters.quota import Plan, guarantee, plan, quota_of
 from jobs import wakeup
 from jobs.lifecycle.book import BOOK
 from jobs.lifecycle.launch import start_waiting
@@ -137,7 +131,7 @@ def admit(backend: Backend, report: PassReport, full: bool = True) -> None:
         return  # nothing to admit: spare a wake-up reading every running job
     write = full or cache.add(STANDING_KEY, 1, STANDING_EVERY_SECONDS)
     decided = plan_and_apply(backend, report, standing=write)
-    if not write and decided.waiting:
+    if not write and decided.left:
         wakeup.request_pass_later(STANDING_EVERY_SECONDS)
 
 
@@ -157,6 +151,7 @@ def plan_and_apply(backend: Backend, report: PassReport, standing: bool = True) 
         max_admit=MAX_ADMIT,
         nodes=loaded.nodes,
         orders=BOOK.orders,
+        standing=standing,
     )
     # The book remembers what it writes, so the next pass need not read it back (10,000
     # waiting jobs' reasons: 15-19 ms of a pass, bench/admission.py); first it stamps the

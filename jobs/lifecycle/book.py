@@ -33,9 +33,10 @@ from django.db.models.functions import Cast
 from backends.base import Backend
 from clusters import capacity
 from clusters.demand import resources_of, shapes_of
+from clusters.limits import Limit
 from clusters.models import VirtualCluster
 from clusters.placement import TaskShape, Use
-from clusters.quota import Limit, Queue, Running, Waiting, quota_of
+from clusters.quota import Queue, Running, Waiting, quota_of
 from clusters.resources import Resources
 from jobs import wakeup
 from jobs.lifecycle import feed

@@ -10,18 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from clusters.fairness import dominant_share, fair_order, queue_order
+from clusters.limits import Limit, ceiling, shortfall
 from clusters.placement import TaskShape
-from clusters.quota import (
-    Limit,
-    Plan,
-    Running,
-    Waiting,
-    ceiling,
-    charged,
-    guarantee,
-    shared_part,
-    shortfall,
-)
+from clusters.quota import Plan, Running, Waiting, charged, guarantee, shared_part
 from clusters.resources import ANY_GPU, Resources, gpu_label, sum_of
 
 Amounts = dict[str, int]

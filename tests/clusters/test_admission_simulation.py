@@ -67,18 +67,9 @@ from hypothesis.stateful import (
 
 from clusters import fairness, placement, quota
 from clusters.fairness import queue_order
+from clusters.limits import Limit, never_fits
 from clusters.placement import Rooms, TaskShape, Use, give, place
-from clusters.quota import (
-    Limit,
-    Plan,
-    Queue,
-    Running,
-    Waiting,
-    never_fits,
-    plan,
-    shared_part,
-    unguaranteed,
-)
+from clusters.quota import Plan, Queue, Running, Waiting, plan, shared_part, unguaranteed
 from clusters.resources import ANY_GPU, Resources, sum_of
 from tests.clusters.admission_rules import (
     After,

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from clusters import quota
+from clusters.limits import Limit
 from clusters.placement import place
-from clusters.quota import Limit, Queue, Running, Waiting, plan
+from clusters.quota import Queue, Running, Waiting, plan
 from clusters.resources import Resources
 
 T0 = datetime(2024, 1, 1)

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from clusters import fairness
 from clusters.demand import demand_of, options_of
-from clusters.quota import Limit, Queue, Running, Waiting, exceeds, never_fits, plan
+from clusters.limits import Limit, exceeds, never_fits
+from clusters.quota import Queue, Running, Waiting, plan
 from clusters.resources import Resources
 
 T0 = datetime(2024, 1, 1)
@@ -395,6 +396,13 @@ def test_every_waiting_job_is_admitted_or_has_a_reason_and_a_distinct_position(s
     assert not set(result.admit) & set(result.waiting)
     positions = sorted(p for _, p in result.waiting.values())
     assert positions == list(range(1, len(positions) + 1))
+    assert result.left == len(result.waiting)
+    # A wake-up that writes no standing decides the same, and only counts who is left.
+    untold = plan(
+        [Queue("research", quota, strict)], Limit(12, 10**6, {"V100": 5}), [], jobs, standing=False
+    )
+    assert (untold.admit, untold.borrow, untold.waiting) == (result.admit, result.borrow, {})
+    assert untold.left == result.left
     guaranteed, everything = Resources(), Resources()
     for j in jobs:
         if j.id in result.admit:
