@@ -89,13 +89,16 @@ class Book:
     waiting: dict[int, Waiting] = field(default_factory=dict)
     running: dict[int, Running] = field(default_factory=dict)  # not placed on nodes
     roles: dict[int, dict[str, Resources]] = field(default_factory=dict)  # running jobs' tasks
-    seen: tuple[Any, ...] = ()  # the queues and nodes last read
+    seen: tuple[Any, ...] = ()  # the queues and nodes last read, kept while they are the same
+    capacity: Limit = field(default_factory=Limit)  # the nodes' sum
     tasks: dict[int, tuple[int, str, str]] = field(default_factory=dict)  # live: (job, role, node)
+    by_job: dict[int, dict[int, tuple[str, str]]] = field(default_factory=dict)  # job -> its tasks
+    retasked: set[int] = field(default_factory=set)  # jobs whose tasks moved since placed
     # where the next read of changed jobs (tasks) starts (``feed``); None: read them all
     since: feed.Position | None = None
     task_since: feed.Position | None = None
-    # per running job, its tasks' (job, role, node) rows and the job placed on nodes by them
-    placed: dict[int, tuple[tuple[Any, ...], Running]] = field(default_factory=dict)
+    # per running job, the job placed on nodes by its live tasks
+    placed: dict[int, Running] = field(default_factory=dict)
     placed_on: dict[str, Resources] = field(default_factory=dict)  # the nodes they were on
     # a pass over what the book holds changed nothing and told every waiting job where it stands
     settled: bool = False
@@ -131,10 +134,15 @@ class Book:
             tasks_moved = self.moved_tasks(self.task_since)
             self.task_since = now
         else:
-            tasks_moved, self.tasks, self.task_since = bool(self.tasks), {}, None
+            tasks_moved, self.task_since = bool(self.tasks), None
+            if tasks_moved:  # one node: no task is placed by it
+                self.tasks, self.by_job = {}, {}
+                self.placed.clear()
         seen = (queues, names, nodes)
-        changed = bool(moved or gone or tasks_moved) or seen != self.seen
-        self.seen = seen
+        moved_nodes = seen != self.seen
+        if moved_nodes:
+            self.seen, self.capacity = seen, capacity.summed(nodes)
+        changed = bool(moved or gone or tasks_moved or moved_nodes)
         self.settled = self.settled and not changed
         return changed
 
@@ -161,19 +169,37 @@ class Book:
         if since is not None:
             moved = False
             for task_id, job_id, role, node, state in feed.tasks_since(since[0]):
-                if state in LIVE_TASK_STATES:
-                    moved = moved or self.tasks.get(task_id) != (job_id, role, node)
-                    self.tasks[task_id] = (job_id, role, node)
-                elif self.tasks.pop(task_id, None) is not None:
-                    moved = True
+                now = (job_id, role, node) if state in LIVE_TASK_STATES else None
+                was = self.tasks.get(task_id)
+                if now == was:
+                    continue
+                moved = True
+                if was is not None:
+                    del self.tasks[task_id]
+                    self.untask(was[0], task_id)
+                if now is not None:
+                    self.tasks[task_id] = now
+                    self.by_job.setdefault(job_id, {})[task_id] = (role, node)
+                    self.retasked.add(job_id)
             return moved
         rows = Task.objects.filter(state__in=LIVE_TASK_STATES).values_list(
             "id", "attempt__job_id", "role", "node"
         )
         tasks = {task_id: (job_id, role, node) for task_id, job_id, role, node in rows}
         moved = tasks != self.tasks
-        self.tasks = tasks
+        if moved:
+            self.tasks, self.by_job = tasks, {}
+            for task_id, (job_id, role, node) in tasks.items():
+                self.by_job.setdefault(job_id, {})[task_id] = (role, node)
+            self.placed.clear()
         return moved
+
+    def untask(self, job_id: int, task_id: int) -> None:
+        of_job = self.by_job[job_id]
+        del of_job[task_id]
+        if not of_job:
+            del self.by_job[job_id]
+        self.retasked.add(job_id)
 
     def loaded(self) -> Loaded:
         """What the book holds, as a pass decides on it, with each waiting job's current
@@ -186,9 +212,7 @@ class Book:
             )
             self.standing = {job_id: (reason, position) for job_id, reason, position in rows}
         standing = {i: s for i, s in self.standing.items() if i in self.waiting}
-        return Loaded(
-            queues, capacity.summed(nodes), nodes, running, list(self.waiting.values()), standing
-        )
+        return Loaded(queues, self.capacity, nodes, running, list(self.waiting.values()), standing)
 
     def wrote(self, standing: dict[int, tuple[str, int]] | None) -> None:
         """A pass committed: it wrote ``standing`` (after ``stamp_standing``), or None when
@@ -198,22 +222,20 @@ class Book:
     def placed_running(self, nodes: dict[str, Resources]) -> list[Running]:
         """The running jobs, each with what its live tasks hold on each node; worked out again
         only for a job whose tasks moved (or for all when the nodes changed)."""
-        if nodes != self.placed_on:
+        if nodes is not self.placed_on:  # read again only when they changed (refresh)
             self.placed.clear()
             self.placed_on = nodes
-        rows_of: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
-        for row in self.tasks.values():
-            rows_of[row[0]].append(row)
         running = []
         for i, job in self.running.items():
-            rows = tuple(sorted(rows_of.get(i, ())))
             known = self.placed.get(i)
-            if known is None or known[0] != rows:
+            if known is None or i in self.retasked:
+                rows = [(i, role, node) for role, node in self.by_job.get(i, {}).values()]
                 placed, unplaced = task_places(rows, self.roles, nodes)
                 if i in placed or i in unplaced:
                     job = replace(job, placed=placed[i], unplaced=unplaced.get(i, ()))
-                known = self.placed[i] = (rows, job)
-            running.append(known[1])
+                known = self.placed[i] = job
+            running.append(known)
+        self.retasked.clear()
         return running
 
     def forget(self, job_id: int) -> None:

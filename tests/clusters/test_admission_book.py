@@ -17,8 +17,8 @@ from jobs.lifecycle.admit import plan_and_apply
 from jobs.lifecycle.book import BOOK, Book
 from jobs.lifecycle.passes import run_pass
 from jobs.lifecycle.report import PassReport
-from jobs.models import Job
-from jobs.states import JobState
+from jobs.models import Job, JobAttempt, Task
+from jobs.states import JobState, TaskState
 from tests.clusters.helpers import cluster, job_text, vc
 from tests.jobs.helpers import reconcile_until
 
@@ -34,6 +34,7 @@ def agrees_with_a_fresh_read() -> None:
     assert sorted(kept.waiting, key=lambda w: w.id) == sorted(read.waiting, key=lambda w: w.id)
     assert sorted(kept.running, key=lambda r: r.id) == sorted(read.running, key=lambda r: r.id)
     assert kept.standing == read.standing
+    assert (kept.capacity, kept.nodes) == (read.capacity, read.nodes)
 
 
 def research_jobs(owner, *names: str) -> list[Job]:
@@ -248,3 +249,33 @@ def test_a_job_in_a_vc_made_after_a_pass_read_the_vcs_is_read_by_the_next(alice,
     BOOK.refresh(None)  # the feed does not bring the job again: the book remembers it
     assert late.id in BOOK.waiting
     agrees_with_a_fresh_read()
+
+
+def test_where_running_tasks_are_agrees_with_a_fresh_read_as_they_move_and_end(alice):
+    """On two or more nodes, the book places each running job by its live tasks, worked out
+    again only for a job whose tasks moved since the last pass."""
+    for name in ("n2", "n3"):
+        Node.objects.create(name=name, cpu=8, memory_mb=64_000)
+    here, there = research_jobs(alice, "here", "there")  # and node-1
+    Job.objects.filter(id__in=[here.id, there.id]).update(state=JobState.RUNNING)
+    tasks = {}
+    for job in (here, there):
+        attempt = JobAttempt.objects.create(job=job, number=0, key=f"k{job.id}")
+        tasks[job.id] = Task.objects.create(attempt=attempt, role="main", index=0)
+    agrees_with_a_fresh_read()
+    assert BOOK.placed[here.id].unplaced  # a pending pod: on no node yet
+
+    def on(job: Job, **change: object) -> dict[str, object]:
+        Task.objects.filter(id=tasks[job.id].id).update(**change)
+        agrees_with_a_fresh_read()
+        return {node: use.cpu for node, use in BOOK.placed[job.id].placed.items()}
+
+    assert on(here, node="n2") == {"n2": 1}
+    assert on(there, node="n2") == {"n2": 1}
+    assert on(here, node="node-1") == {"node-1": 1}  # moved: placed again
+    assert on(there, state=TaskState.SUCCEEDED) == {}  # its task ended: holds nothing
+    assert BOOK.placed[there.id].unplaced == ()
+    Node.objects.filter(name="node-1").delete()  # lost with the task on it
+    agrees_with_a_fresh_read()
+    assert BOOK.loaded().capacity.cpu == 16
+    assert BOOK.placed[here.id].unplaced  # no longer on a node the cluster has
