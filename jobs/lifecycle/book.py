@@ -99,7 +99,6 @@ class Book:
     task_since: feed.Position | None = None
     # per running job, the job placed on nodes by its live tasks
     placed: dict[int, Running] = field(default_factory=dict)
-    placed_on: dict[str, Resources] = field(default_factory=dict)  # the nodes they were on
     # a pass over what the book holds changed nothing and told every waiting job where it stands
     settled: bool = False
     read_in_full: set[int] = field(default_factory=set)  # the jobs the last load read in full
@@ -140,8 +139,9 @@ class Book:
                 self.placed.clear()
         seen = (queues, names, nodes)
         moved_nodes = seen != self.seen
-        if moved_nodes:
+        if moved_nodes:  # their sum, and each running job's place on them, worked out again
             self.seen, self.capacity = seen, capacity.summed(nodes)
+            self.placed.clear()
         changed = bool(moved or gone or tasks_moved or moved_nodes)
         self.settled = self.settled and not changed
         return changed
@@ -221,10 +221,7 @@ class Book:
 
     def placed_running(self, nodes: dict[str, Resources]) -> list[Running]:
         """The running jobs, each with what its live tasks hold on each node; worked out again
-        only for a job whose tasks moved (or for all when the nodes changed)."""
-        if nodes is not self.placed_on:  # read again only when they changed (refresh)
-            self.placed.clear()
-            self.placed_on = nodes
+        only for a job whose tasks moved (or for all when the nodes changed: ``refresh``)."""
         running = []
         for i, job in self.running.items():
             known = self.placed.get(i)
