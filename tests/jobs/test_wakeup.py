@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 from celery import current_app
 from django.core.cache import cache
-from django.db import connections
+from django.db import connection, connections
 
 from backends.ended import ENDED_DIR
 from backends.local import LocalBackend
@@ -78,6 +79,41 @@ def test_a_tasks_end_is_applied_and_the_next_job_started_without_beat(
     assert fresh(first).state == JobState.SUCCEEDED
     assert fresh(second).state == JobState.SUCCEEDED
     assert not any((backend.root / ENDED_DIR).iterdir())  # every end was handed over
+
+
+def worker_sessions(app_name: str) -> set[int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", [app_name])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def no_pass_due() -> bool:
+    client = wakeup.redis_client(wakeup.settings.REDIS_URL)
+    return not client.exists(wakeup.QUEUED_KEY, wakeup.WANTED_KEY, wakeup.LOCK_NAME)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's sessions are seen")
+def test_the_worker_keeps_its_database_connection_between_passes_and_replaces_a_lost_one(
+    alice, backend, clean_keys, monkeypatch
+):
+    """Celery's Django fixup closed the worker's connection pool after every task, so that each
+    pass connected anew (celery/celery#10554); the worker ``runportal`` starts keeps it. A
+    connection the server ends meanwhile is replaced (CONN_HEALTH_CHECKS), not a failed pass."""
+    monkeypatch.setattr(wakeup, "send_reconcile", SEND_RECONCILE)
+    app_name = f"portal-worker-{uuid.uuid4().hex[:12]}"  # libpq names the worker's sessions
+    with reconcile_worker_and_listener(PGAPPNAME=app_name):
+        for name in ("first", "second"):
+            job = lifecycle.submit(alice, job_text(name, command="true"))
+            wait_until(lambda job=job: fresh(job).is_final)
+            assert fresh(job).state == JobState.SUCCEEDED
+            wait_until(no_pass_due)
+            time.sleep(0.5)  # the task's end (where the fixup closed the pool) is past
+            kept = worker_sessions(app_name)
+            assert kept, "the worker holds no connection once its passes are over"
+            with connection.cursor() as cursor:
+                for pid in kept:  # the next job's passes find them gone
+                    cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+            wait_until(lambda: not worker_sessions(app_name))
 
 
 def test_a_wake_up_settles_the_ended_job_and_launches_the_next_in_the_same_pass(

@@ -19,7 +19,7 @@ from pathlib import Path
 import redis
 from django.conf import settings
 
-from portal.management.commands.runportal import web_command
+from portal.management.commands.runportal import portal_programs, web_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,11 +137,12 @@ def portal_process(args: list[str], **env: str) -> Iterator[subprocess.Popen[byt
 
 
 @contextmanager
-def reconcile_worker_and_listener() -> Iterator[None]:
-    """What ``runportal`` runs to apply a task's end, without beat: a Celery worker and the
-    listener of ended tasks (``manage.py watchcluster``)."""
-    worker = ["-m", "celery", "-A", "portal", "worker", "--pool", "solo", "-l", "warning"]
-    with portal_process(worker), portal_process(["manage.py", "watchcluster"]):
+def reconcile_worker_and_listener(**worker_env: str) -> Iterator[None]:
+    """What ``runportal`` runs to apply a task's end, without beat: its Celery worker (with
+    ``worker_env`` added to its environment) and the listener of ended tasks (``manage.py
+    watchcluster``)."""
+    worker = portal_programs("127.0.0.1", 0, 1)["worker"][1:]  # after the interpreter
+    with portal_process(worker, **worker_env), portal_process(["manage.py", "watchcluster"]):
         yield
 
 
