@@ -11,14 +11,22 @@ from jobs.models import Job, JobAttempt, Task
 from jobs.states import LIVE_TASK_STATES, JobState, can_move_job
 
 
-def finish_attempt(attempt: JobAttempt, state: str, reason: str, exit_code: int | None) -> bool:
-    """Close an attempt: ask its live tasks to stop. False when it was already closed."""
+def finish_attempt(
+    attempt: JobAttempt,
+    state: str,
+    reason: str,
+    exit_code: int | None,
+    tasks_live: bool = True,
+) -> bool:
+    """Close an attempt: ask its live tasks to stop (``tasks_live`` False: the caller has read
+    them all ended). False when it was already closed."""
     now = timezone.now()
     closed = JobAttempt.objects.filter(id=attempt.id, state=JobState.RUNNING).update(
         state=state, reason=reason, exit_code=exit_code, completed_at=now
     )
-    if closed:
+    if closed and tasks_live:
         Task.objects.filter(attempt=attempt, state__in=LIVE_TASK_STATES).update(stop_requested=True)
+    if closed:
         record(
             attempt.job_id,
             "attempt",

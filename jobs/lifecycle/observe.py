@@ -54,17 +54,21 @@ def task_rows(tasks: QuerySet[Task]) -> list[TaskRow]:
     ]  # fmt: skip
 
 
-def observe(backend: Backend, report: PassReport, refs: Collection[str] | None = None) -> None:
+def observe(backend: Backend, report: PassReport, refs: Collection[str] | None = None) -> set[int]:
     """One backend call for every live task (or only those of ``refs``), then the changes
-    saved in a few queries."""
-    live_tasks = Task.objects.filter(state__in=LIVE_TASK_STATES).exclude(backend_ref="")
-    if refs is not None:
-        if not refs:
-            return
-        live_tasks = live_tasks.filter(backend_ref__in=list(refs))
-    live = task_rows(live_tasks)
+    saved in a few queries. The jobs of the tasks ``refs`` names, live or not (none without
+    ``refs``): a wake-up settles them."""
+    if refs is None:
+        live = task_rows(Task.objects.filter(state__in=LIVE_TASK_STATES).exclude(backend_ref=""))
+        named = set[int]()
+    elif refs:
+        rows = task_rows(Task.objects.filter(backend_ref__in=list(refs)))
+        live = [row for row in rows if row.state in LIVE_TASK_STATES]
+        named = {row.job_id for row in rows}
+    else:
+        return set()
     if not live:
-        return
+        return named
     seen = backend.observe([t.backend_ref for t in live])
     changed: list[tuple[TaskRow, dict[str, object]]] = []
     awaiting_peers: list[TaskRow] = []
@@ -88,6 +92,7 @@ def observe(backend: Backend, report: PassReport, refs: Collection[str] | None =
     if changed:
         save_changes(changed, report)
     peers.publish(backend, awaiting_peers)
+    return named
 
 
 def save_changes(changed: list[tuple[TaskRow, dict[str, object]]], report: PassReport) -> None:

@@ -21,7 +21,6 @@ from jobs.lifecycle.observe import observe
 from jobs.lifecycle.report import PassReport
 from jobs.lifecycle.settle import settle, settle_orphans
 from jobs.lifecycle.stop import send_stops
-from jobs.models import Task
 
 MAX_PASSES = 5  # passes one task runs back to back while more is wanted
 
@@ -62,10 +61,10 @@ def run_pass(backend: Backend, changed: Collection[str] | None = None) -> PassRe
     report = PassReport()
     started = time.monotonic()
     with news.gathered() as gathered:
-        observe(backend, report, changed)
+        named = observe(backend, report, changed)
         # A wake-up settles the jobs of the tasks it was told of even when observing them
         # changed nothing: a pass that died after saving their ends left them unsettled.
-        scope = None if changed is None else jobs_of(changed) | report.touched_jobs
+        scope = None if changed is None else named | report.touched_jobs
         settle(backend, report, scope)
         if changed is None:
             settle_orphans(backend, report)
@@ -83,10 +82,3 @@ def run_pass(backend: Backend, changed: Collection[str] | None = None) -> PassRe
         cleanup(backend)
     wakeup.record_pass(time.monotonic() - started)
     return report
-
-
-def jobs_of(refs: Collection[str]) -> set[int]:
-    if not refs:
-        return set()
-    tasks = Task.objects.filter(backend_ref__in=list(refs))
-    return set(tasks.values_list("attempt__job_id", flat=True))

@@ -50,7 +50,8 @@ def settle(backend: Backend, report: PassReport, job_ids: Collection[int] | None
         )
         if verdict is None:
             continue
-        if not finish_attempt(attempt, verdict.state, verdict.reason, verdict.exit_code):
+        live = any(t.state in LIVE_TASK_STATES for t in tasks)  # as retry_tasks left them
+        if not finish_attempt(attempt, verdict.state, verdict.reason, verdict.exit_code, live):
             continue  # another pass finished it (and tells the job's pages)
         report.touched_jobs.add(job.id)
         if verdict.state == TaskState.FAILED and retry_job(job, attempt, backend):

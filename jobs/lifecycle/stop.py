@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from backends.base import Backend
@@ -49,24 +48,29 @@ def settle_stopping(
     if any(t.state in LIVE_TASK_STATES for t in tasks):
         return
     reason = job.reason.replace("stopping: requested", "stopped", 1)
-    finish_attempt(attempt, JobState.STOPPED, reason, None)
+    finish_attempt(attempt, JobState.STOPPED, reason, None, tasks_live=False)
     if finish_job(job, JobState.STOPPED, reason):
         report.finished_jobs += 1
     report.touched_jobs.add(job.id)
 
 
 def send_stops(backend: Backend, report: PassReport) -> None:
-    refs = list(
+    """Ask the backend to stop the live tasks marked for it (one query for them all)."""
+    marked = list(
         Task.objects.filter(state__in=LIVE_TASK_STATES, stop_requested=True)
-        .exclude(backend_ref="")
-        .values_list("backend_ref", flat=True)
+        .order_by()
+        .values_list("id", "backend_ref", "state", "attempt__job_id")
     )
+    refs = [ref for _, ref, _, _ in marked if ref]
     if refs:
         backend.stop(refs)
     # Tasks that were never launched have nothing to stop: their jobs are settled next.
-    unlaunched = Task.objects.filter(
-        Q(backend_ref=""), state=TaskState.WAITING, stop_requested=True
-    )
-    job_ids = set(unlaunched.values_list("attempt__job_id", flat=True))
-    if job_ids and unlaunched.update(state=TaskState.STOPPED, completed_at=timezone.now()):
-        report.touched_jobs.update(job_ids)
+    unlaunched = {
+        task_id: job_id
+        for task_id, ref, state, job_id in marked
+        if not ref and state == TaskState.WAITING
+    }
+    if unlaunched and Task.objects.filter(
+        id__in=list(unlaunched), backend_ref="", state=TaskState.WAITING
+    ).update(state=TaskState.STOPPED, completed_at=timezone.now()):
+        report.touched_jobs.update(unlaunched.values())

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobs import lifecycle
+from jobs.lifecycle import passes
 from jobs.lifecycle.passes import run_pass
 from jobs.models import Job, Task
 from jobs.states import JobState, TaskState
@@ -95,6 +96,29 @@ def test_a_failing_task_fails_the_job_under_min_failed_instances_one(alice, back
     assert ps.state in (TaskState.SUCCEEDED, TaskState.STOPPED)
 
 
+def test_an_attempt_that_succeeds_early_stops_the_tasks_still_running(alice, backend):
+    text = textwrap.dedent("""\
+        protocolVersion: 2
+        name: early
+        type: job
+        prerequisites:
+          - {name: image, type: dockerimage, uri: "python:3.11"}
+        taskRoles:
+          main:
+            instances: 2
+            dockerImage: image
+            completion: {minSucceededInstances: 1}
+            resourcePerInstance: {cpu: 1, memoryMB: 64, gpu: 0}
+            commands:
+              - '[ "$PAI_TASK_INDEX" = 0 ] || sleep 600'
+        """)
+    job = settle(backend, lifecycle.submit(alice, text))  # until no task of it is live
+
+    assert job.state == JobState.SUCCEEDED
+    states = dict(Task.objects.filter(attempt__job=job).values_list("index", "state"))
+    assert states == {0: TaskState.SUCCEEDED, 1: TaskState.STOPPED}
+
+
 def retrying_job(name: str, marker: Path, task_retries: int, job_retries: int) -> str:
     return textwrap.dedent(f"""\
         protocolVersion: 2
@@ -171,6 +195,24 @@ def test_stop_ends_every_process_of_a_running_job(alice, backend, shared):
     assert not processes_running(["sleep", "317"])
     states = set(Task.objects.filter(attempt__job=job).values_list("state", flat=True))
     assert states <= {TaskState.STOPPED, TaskState.SUCCEEDED}
+
+
+def test_stopping_a_job_whose_task_the_backend_has_not_taken_yet_stops_it(
+    alice, backend, monkeypatch
+):
+    monkeypatch.setattr(passes, "launch", lambda backend, report: [])  # e.g. it was unavailable
+    job = lifecycle.submit(alice, two_role_job("unlaunched"))
+    run_pass(backend)
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    assert set(Task.objects.filter(attempt__job=job).values_list("backend_ref", flat=True)) == {""}
+
+    assert lifecycle.stop(job, alice)
+    job = settle(backend, job)  # its tasks were never launched: there is nothing to signal
+
+    assert job.state == JobState.STOPPED
+    states = set(Task.objects.filter(attempt__job=job).values_list("state", flat=True))
+    assert states == {TaskState.STOPPED}
 
 
 def _is_zombie(pid: str) -> bool:
