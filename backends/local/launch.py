@@ -129,9 +129,7 @@ def sandbox_command(
         command=images.enter_command(bootstrap, control / WORK) if image else None,
     )
     privileges = sandbox.drop_privileges(identity)
-    command = sandbox.task_command(
-        bootstrap, passwd_file, procs, [*limits, *privileges], args, gates
-    )
+    command = sandbox.task_command(bootstrap, passwd_file, procs, limits, privileges, args, gates)
     if image is None:
         return command
     return images.pull_command(storage, image, command)

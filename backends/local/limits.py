@@ -2,7 +2,7 @@
 task ended on.
 
 The kernel enforces each limit (``cgroups``: memory with swap, cpu, processes; ``disk``: the
-working directory; bwrap: /tmp and /dev/shm; ``prlimit``: open files; the wrapper: the logs).
+working directory; bwrap: /tmp and /dev/shm; ``ulimit``: open files; the wrapper: the logs).
 Here they are read back: ``HostLimits`` says what holds on this host (start-up output, admin
 pages, job page; the backend refuses other users' tasks where one is missing), ``end_reason``
 turns what the kernel counted and the task's last output into a reason a person can act on.

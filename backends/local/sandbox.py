@@ -44,7 +44,8 @@ SANDBOX_INFO = "sandbox.json"  # bwrap's --info-fd, in the task's control direct
 PASSWD = "passwd"  # noqa: S105 - a file name; the sandbox's /etc/passwd (the system's, plus the task's uid)
 # Sockets of services on this machine that trust local connections: covered in every sandbox.
 LOCAL_SOCKET_DIRS = ("/run/postgresql", "/run/redis", "/run/mysqld")
-# Run by the wrapper (as the portal's user) in place of the task: join the task's cgroups, then
+# Run by the wrapper (as the portal's user) in place of the task: set its open files' and
+# (without a memory cgroup) address space's limits, join the task's cgroups, then
 # open what bwrap copies into the sandbox (the bootstrap script and passwd file stay private to
 # the portal's user on the host) and exec the rest of the arguments (setpriv, bwrap, ...).
 #
@@ -52,7 +53,9 @@ LOCAL_SOCKET_DIRS = ("/run/postgresql", "/run/redis", "/run/mysqld")
 # a storage's): in a mount namespace of the prelude's own, each is bind-mounted at a gate under
 # ``GATES`` (0711), where bwrap, run as that uid, finds it. Nothing of it is seen outside.
 PRELUDE = f"""PATH={SYSTEM_PATH}
-boot=$1 users=$2; shift 2
+nofile=$1 address_kb=$2 boot=$3 users=$4; shift 4
+if [ -n "$nofile" ]; then ulimit -n "$nofile" || exit 125; fi
+if [ -n "$address_kb" ]; then ulimit -v "$address_kb" || exit 125; fi
 while [ "$1" != -- ]; do echo $$ >"$1" || exit 125; shift; done; shift
 if [ "$1" = --gates ]; then
   shift
@@ -237,18 +240,19 @@ def drop_privileges(identity: TaskIdentity | None) -> list[str]:
     return ["setpriv", *ids, "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
 
 
-def rlimits(memory_mb: int, nofile: int, memory_cgroup: bool) -> list[str]:
-    """prlimit's arguments: at most ``nofile`` open files per process (a million open files
-    would pin the kernel's memory), and without a memory cgroup the address space bounded at a
-    multiple of ``memoryMB``, a best effort (virtual memory is not what a task uses; runtimes
-    like CUDA's reserve far more address space than memory, hence the margin)."""
-    args = ["prlimit"]
+def rlimits(memory_mb: int, nofile: int, memory_cgroup: bool) -> tuple[str, str]:
+    """What PRELUDE's ``ulimit`` sets, soft and hard ("" for nothing): at most ``nofile`` open
+    files per process (a million open files would pin the kernel's memory), and without a
+    memory cgroup the address space (in KiB) bounded at a multiple of ``memoryMB``, a best
+    effort (virtual memory is not what a task uses; runtimes like CUDA's reserve far more
+    address space than memory, hence the margin). The shell's builtin, not ``prlimit``: a
+    process less in every task's start."""
+    files = address = ""
     if nofile > 0:  # never above the portal's own hard limit: raising it needs a capability
-        nofile = min(nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
-        args.append(f"--nofile={nofile}:{nofile}")
+        files = str(min(nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     if memory_mb > 0 and not memory_cgroup:
-        args.append(f"--as={memory_mb * 4 * 1024 * 1024}")
-    return [*args, "--"] if len(args) > 1 else []
+        address = str(memory_mb * 4 * 1024)
+    return files, address
 
 
 def bind_sources(config: SandboxConfig, work: Path, storages: list[StorageMount]) -> list[str]:
@@ -288,11 +292,13 @@ def task_command(
     bootstrap: Path,
     passwd_file: str,
     cgroup_procs: list[Path],
+    limits: tuple[str, str],
     privileges: list[str],
     bwrap: list[str],
     gates: dict[str, str] | None = None,
 ) -> list[str]:
-    """The argv the wrapper runs as the task: PRELUDE, then setpriv, then bwrap."""
+    """The argv the wrapper runs as the task: PRELUDE (``limits`` from ``rlimits``), then
+    setpriv, then bwrap."""
     mounts = []
     if gates:
         mounts = ["--gates", *(p for pair in gates.items() for p in pair), "--"]
@@ -301,6 +307,7 @@ def task_command(
         "-c",
         PRELUDE,
         "sandbox",
+        *limits,
         str(bootstrap),
         passwd_file,
         *(str(p) for p in cgroup_procs),

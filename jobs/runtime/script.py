@@ -19,16 +19,17 @@ goes on. Exports made by the start steps are seen by the later ones (they share 
 ``ignore`` callbacks and the exit steps run in subshells.
 
 The role's commands run as OpenPAI's runtime runs them: joined by newlines into one script,
-``$PAI_WORK_DIR/user.sh`` (mode 0700: it may hold rendered secrets), written by the bootstrap
+``$PAI_WORK_DIR/user.sh`` (mode 0600: it may hold rendered secrets; no execute bit, which its
+shell does not need and a ``chmod`` would cost every task's start), written by the bootstrap
 itself (a quoted here-document, so it works on every backend) and run by ``bash`` as a process
-of its own, without errexit (users who want it write ``set -e``). Where the image has no bash
-on PATH it runs under ``/bin/sh`` and the log says so. The task's exit code is that script's
-status, i.e. its last command's. It inherits the exported variables and the working directory
-of the steps before it (not their unexported variables or functions, as in OpenPAI, where the
-user's commands are a script of their own). It runs in the background while the bootstrap
-waits for it, so that a SIGTERM to the bootstrap alone (Kubernetes signals the container's
-first process) is passed on to its process group before the exit steps run; as an
-asynchronous command it starts with SIGINT ignored and stdin from ``/dev/null``.
+of its own, without errexit (users who want it write ``set -e``). Where the image has no bash on
+PATH it runs under ``/bin/sh`` and the log says so. The task's exit code is that script's
+status, i.e. its last command's. It inherits the exported variables and the working directory of
+the steps before it (not their unexported variables or functions, as in OpenPAI, where the
+user's commands are a script of their own). It runs in the background while the bootstrap waits
+for it, so that a SIGTERM to the bootstrap alone (Kubernetes signals the container's first
+process) is passed on to its process group before the exit steps run; as an asynchronous command
+it starts with SIGINT ignored and stdin from ``/dev/null``.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def bootstrap_script(ctx: JobContext, role: str, env: dict[str, str]) -> str:
 # of its own; its status is the task's exit code (``portal_exit`` reports a non-zero one).
 USER_SCRIPT = """portal_step=commands
 portal_user="$PAI_WORK_DIR/user.sh"
-(umask 077 && rm -f "$portal_user" && cat > "$portal_user" && chmod 700 "$portal_user") \\
+(umask 077 && rm -f "$portal_user" && cat > "$portal_user") \\
   <<'%(delimiter)s' || { portal_say "could not write $portal_user"; exit 1; }
 %(body)s%(delimiter)s
 portal_shell=$(command -v bash 2>/dev/null) || portal_shell=""

@@ -176,6 +176,13 @@ def test_each_working_directory_is_a_fresh_copy_of_one_empty_file_system(
         wait_until_ended(backend, ref)
 
 
+def test_a_task_holds_its_open_files_limit_soft_and_hard(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig(nofile=256))
+    ref = backend.launch(task("ulimit -Sn; ulimit -Hn"))
+    assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
+    assert backend.read_log(ref, "stdout").split() == [b"256", b"256"]  # it cannot raise it
+
+
 @as_root
 def test_a_task_that_opens_a_million_files_fails_at_its_open_files_limit(tmp_path: Path):
     backend = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig(nofile=256))

@@ -94,7 +94,7 @@ def test_the_script_is_user_sh_in_the_work_dir_readable_by_its_owner_only(alice,
     assert log(backend, task).splitlines() == ["PORTAL_USER_SH", "PORTAL_USER_SH_1"]
     script = backend.work_dir(task.backend_ref) / "user.sh"
     assert script.read_text() == "\n".join(commands) + "\n"
-    assert script.stat().st_mode & 0o777 == 0o700
+    assert script.stat().st_mode & 0o777 == 0o600
 
 
 def test_without_bash_the_commands_run_under_sh_and_the_log_says_so(alice, settings, shared: Path):
