@@ -213,9 +213,10 @@ def bwrap_args(
 
 
 def covered(hidden: list[str], binds: list[str]) -> list[str]:
-    """Where an empty tmpfs goes, parents first: each of ``hidden`` (those under /tmp aside:
-    /tmp is empty already) and, for a task of another uid, the highest directory it may not
-    pass through above each of ``binds`` (bwrap, run as that uid, makes the mount points)."""
+    """Where an empty tmpfs goes, parents first: each of ``hidden`` (those under /tmp or under
+    another aside: they are empty already) and, for a task of another uid, the highest
+    directory it may not pass through above each of ``binds`` (bwrap, run as that uid, makes
+    the mount points)."""
     points = [p for p in hidden if os.path.isdir(p) and not Path(p).is_relative_to("/tmp")]  # noqa: S108
     for path in binds:
         for parent in reversed(Path(path).parents):
@@ -228,8 +229,11 @@ def covered(hidden: list[str], binds: list[str]) -> list[str]:
             if not passable:
                 points.append(str(parent))
                 break
-    unique = dict.fromkeys(points)
-    return sorted(unique, key=lambda p: len(Path(p).parts))
+    unique = sorted(dict.fromkeys(points), key=lambda p: len(Path(p).parts))
+    # One under another is hidden with it: a tmpfs more would cost a mount and a remount, and
+    # bwrap reads the whole mount table for each (with a hundred tasks' file systems in it,
+    # most of a task start's time in bwrap).
+    return [p for p in unique if not any(Path(p).is_relative_to(q) for q in unique if q != p)]
 
 
 def drop_privileges(identity: TaskIdentity | None) -> list[str]:

@@ -17,7 +17,7 @@ import pytest
 from backends.base import TaskPhase
 from backends.local import LocalBackend, LocalBackendError
 from backends.local.gpus import GPU
-from backends.local.sandbox import SandboxConfig, bwrap_args, sandbox_init
+from backends.local.sandbox import SandboxConfig, bwrap_args, covered, sandbox_init
 from clusters import registry
 from jobs import lifecycle
 from jobs.models import Task
@@ -242,6 +242,22 @@ def test_a_task_root_below_a_private_directory_works_and_its_neighbours_are_cove
         backend.cleanup([])  # its working directory's file system unmounted
     finally:
         shutil.rmtree(top)
+
+
+def test_a_directory_hidden_under_another_hidden_one_needs_no_tmpfs_of_its_own():
+    """The portal's tree, its var/ and the tasks' root in it: one tmpfs over the tree hides
+    all three (a tmpfs more is a mount and a remount, each of which has bwrap read the whole
+    mount table)."""
+    top = Path(tempfile.mkdtemp(prefix="portal-", dir="/var/tmp"))  # noqa: S108 - mode 0700
+    try:
+        (top / "var" / "tasks").mkdir(parents=True)
+        other = top.parent / f"{top.name}-other"
+        other.mkdir()
+        hidden = [str(top / "var" / "tasks"), str(top), str(other), str(top / "var")]
+        assert covered(hidden, []) == [str(top), str(other)]
+    finally:
+        shutil.rmtree(top)
+        shutil.rmtree(other)
 
 
 def test_a_stop_right_after_the_launch_ends_the_task_by_its_sigterm(tmp_path: Path):
