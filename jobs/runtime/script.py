@@ -165,9 +165,11 @@ def bootstrap_script(ctx: JobContext, role: str, env: dict[str, str]) -> str:
 
 # The role's commands as ``user.sh``, run by bash (else /bin/sh, said in the log) as a process
 # of its own; its status is the task's exit code (``portal_exit`` reports a non-zero one).
+# A new file each time, its owner's only; ``rm`` (a process) only where one is there already.
 USER_SCRIPT = """portal_step=commands
 portal_user="$PAI_WORK_DIR/user.sh"
-(umask 077 && rm -f "$portal_user" && cat > "$portal_user") \\
+(umask 077 && { [ ! -e "$portal_user" ] && [ ! -L "$portal_user" ] || rm -f "$portal_user"; } \\
+  && cat > "$portal_user") \\
   <<'%(delimiter)s' || { portal_say "could not write $portal_user"; exit 1; }
 %(body)s%(delimiter)s
 portal_shell=$(command -v bash 2>/dev/null) || portal_shell=""

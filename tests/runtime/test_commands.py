@@ -186,6 +186,38 @@ def test_sigterm_to_the_bootstrap_alone_is_passed_on_to_the_user_script(tmp_path
     assert "post ran" in (tmp_path / "stdout.log").read_text()
 
 
+def test_a_user_sh_left_in_the_work_dir_is_replaced_never_written_through(tmp_path: Path):
+    """A retry in the same directory (Slurm's shared one) finds the last user.sh, maybe made
+    a link by the job: the bootstrap removes it and writes a new file of its owner's only."""
+    role = {
+        "instances": 1,
+        "completion": {"minFailedInstances": 1, "minSucceededInstances": -1},
+        "resourcePerInstance": {"cpu": 1, "memoryMB": 128, "gpu": 0},
+        "commands": ["echo ran"],
+    }
+    ctx = JobContext("alice", "j", "default", {"name": "j", "taskRoles": {"worker": role}})
+    env = task_environment(ctx, {("worker", 0): Placement("127.0.0.1", {})}, "worker", 0)
+    (tmp_path / "bootstrap.sh").write_text(bootstrap_script(ctx, "worker", env))
+    outside = tmp_path / "outside.txt"  # not there: the link dangles
+    (tmp_path / "user.sh").symlink_to(outside)
+    for _ in range(2):  # a link, then the file the first run wrote
+        run = subprocess.run(
+            ["/bin/sh", "bootstrap.sh"],
+            cwd=tmp_path,
+            env={"PATH": os.environ["PATH"], "PAI_WORK_DIR": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 0, run.stderr
+        assert run.stdout == "ran\n"
+    script = tmp_path / "user.sh"
+    assert not script.is_symlink()
+    assert script.read_text() == "echo ran\n"
+    assert script.stat().st_mode & 0o777 == 0o600
+    assert not outside.exists()
+
+
 def _child_of(pid: int) -> int | None:
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     return int(children[0]) if children else None
