@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -13,6 +14,7 @@ from jobs.lifecycle import passes
 from jobs.lifecycle.passes import run_pass
 from jobs.models import Job, Task
 from jobs.states import JobState, TaskState
+from tests.clusters.helpers import job_text
 from tests.jobs.helpers import env_of, reconcile_until, settle
 from tests.support.processes import processes_running
 from tests.waiting import wait_for
@@ -97,22 +99,9 @@ def test_a_failing_task_fails_the_job_under_min_failed_instances_one(alice, back
 
 
 def test_an_attempt_that_succeeds_early_stops_the_tasks_still_running(alice, backend):
-    text = textwrap.dedent("""\
-        protocolVersion: 2
-        name: early
-        type: job
-        prerequisites:
-          - {name: image, type: dockerimage, uri: "python:3.11"}
-        taskRoles:
-          main:
-            instances: 2
-            dockerImage: image
-            completion: {minSucceededInstances: 1}
-            resourcePerInstance: {cpu: 1, memoryMB: 64, gpu: 0}
-            commands:
-              - '[ "$PAI_TASK_INDEX" = 0 ] || sleep 600'
-        """)
-    job = settle(backend, lifecycle.submit(alice, text))  # until no task of it is live
+    protocol = json.loads(job_text("early", command='[ "$PAI_TASK_INDEX" = 0 ] || sleep 600'))
+    protocol["taskRoles"]["main"].update(instances=2, completion={"minSucceededInstances": 1})
+    job = settle(backend, lifecycle.submit(alice, json.dumps(protocol)))  # none of it live
 
     assert job.state == JobState.SUCCEEDED
     states = dict(Task.objects.filter(attempt__job=job).values_list("index", "state"))
