@@ -146,6 +146,17 @@ def test_a_killed_worker_and_redis_start_again_and_sigterm_stops_all(tmp_path):
             portal.wait()
 
 
+def test_the_portal_is_up_only_once_its_port_accepts_connections(tmp_path):
+    """The line that sends people to the portal comes once uvicorn listens, not before."""
+    portal, output, port = start_runportal(tmp_path, web_processes=1)
+    try:
+        output.wait_for(r"The portal is up")
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()  # at once, no retry
+    finally:
+        portal.send_signal(signal.SIGTERM)
+        portal.wait(60)
+
+
 def test_its_output_to_a_file_keeps_every_program_s_lines(tmp_path):
     """``make run > log``: supervisord's programs each open its standard output again; each
     writes at the file's end, not over the others' lines."""

@@ -21,6 +21,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,22 @@ def portal_programs(host: str, port: int, web_processes: int) -> dict[str, list[
 
 
 KEEP_ALIVE_SECONDS = 75  # as nginx keeps an idle client connection
+
+
+def accepting(web: tuple[str, int], supervisord: subprocess.Popen[bytes]) -> bool:
+    """Whether the web server at ``web`` (host, port) accepts a connection, waited for while
+    ``supervisord`` runs: "the portal is up" said before it listened sent people to a refused
+    connection."""
+    host, port = web
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # noqa: S104
+    while supervisord.poll() is None:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+        except OSError:
+            time.sleep(0.1)
+            continue
+        return True
+    return False
 
 
 def web_command(host: str, port: int, processes: int) -> list[str]:
@@ -200,17 +217,18 @@ class Command(BaseCommand):
         if no_sshd := host_sshd_missing(backend):
             self.stdout.write(f"ssh: {no_sshd}")
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host  # noqa: S104
-        self.stdout.write(self.style.SUCCESS(f"\nThe portal is up: open http://{shown}:{port}/\n"))
-        code = self.supervise(supervisord_conf(programs, settings.VAR_DIR))
+        ready = self.style.SUCCESS(f"\nThe portal is up: open http://{shown}:{port}/\n")
+        code = self.supervise(supervisord_conf(programs, settings.VAR_DIR), (host, port), ready)
         if isinstance(backend, SupportsLimits):
             backend.fence()  # e.g. no table of the task firewall left when no task runs
         if code:
             raise CommandError(f"supervisord exited with code {code}")
         self.stdout.write("stopped.")
 
-    def supervise(self, conf: Path) -> int:
-        """Run supervisord on ``conf`` until it ends, on this process's output; Ctrl-C and
-        SIGTERM stop it."""
+    def supervise(self, conf: Path, web: tuple[str, int], ready: str) -> int:
+        """Run supervisord on ``conf`` until it ends, on this process's output, saying
+        ``ready`` once the web server accepts connections at ``web``; Ctrl-C and SIGTERM stop
+        it."""
         self.stdout.flush()
         append_to_output_files()
         supervisord = subprocess.Popen(
@@ -225,6 +243,9 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
+        if accepting(web, supervisord):
+            self.stdout.write(ready)
+            self.stdout.flush()
         return supervisord.wait()
 
     def ensure_redis(self) -> list[str] | None:
