@@ -24,9 +24,10 @@ def finish_attempt(
     closed = JobAttempt.objects.filter(id=attempt.id, state=JobState.RUNNING).update(
         state=state, reason=reason, exit_code=exit_code, completed_at=now
     )
-    if closed and tasks_live:
-        Task.objects.filter(attempt=attempt, state__in=LIVE_TASK_STATES).update(stop_requested=True)
     if closed:
+        if tasks_live:
+            live = Task.objects.filter(attempt=attempt, state__in=LIVE_TASK_STATES)
+            live.update(stop_requested=True)
         record(
             attempt.job_id,
             "attempt",
