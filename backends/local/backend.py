@@ -448,6 +448,7 @@ class LocalBackend:
                 if not left:
                     shutil.rmtree(attempt, ignore_errors=True)
                     removed.append(attempt.name)
+            disk.unbind_root(self.root)  # once no task file system is left under it
             self._fence()  # the firewall heals here too, or goes
         return sorted(set(removed))
 
@@ -502,7 +503,7 @@ class LocalBackend:
         if identity is None or self.sandbox.disk_mb <= 0 or not self.host_limits.disk:
             return 0
         owner = (identity.uid, identity.gid)
-        disk.mount_limited(control, work, self.sandbox.disk_mb, owner, templates=self.root)
+        disk.mount_limited(control, work, self.sandbox.disk_mb, owner, self.root)
         return self.sandbox.disk_mb
 
     def work_dir(self, ref: str) -> Path:

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from backends.base import StorageKind, TaskLaunch
-from backends.local import cgroups, gpus, images, sandbox
+from backends.local import cgroups, disk, gpus, images, sandbox
 from backends.local.taskdir import IMAGE, WORK, write_private
 
 UNSANDBOXED = (
@@ -129,7 +129,10 @@ def sandbox_command(
         command=images.enter_command(bootstrap, control / WORK) if image else None,
     )
     privileges = sandbox.drop_privileges(identity)
-    command = sandbox.task_command(bootstrap, passwd_file, procs, limits, privileges, args, gates)
+    detach = task_root if disk.is_mount_point(task_root) else None  # with the others' disks
+    command = sandbox.task_command(
+        bootstrap, passwd_file, procs, limits, privileges, args, gates, detach
+    )
     if image is None:
         return command
     return images.pull_command(storage, image, command)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,37 @@ def test_a_task_without_a_limit_met_keeps_its_exit_reason(tmp_path: Path):
     backend = LocalBackend(tmp_path / "tasks")
     diagnostics = ended(backend, backend.launch(task("echo plain failure >&2; exit 3")))
     assert diagnostics == describe_exit(3)
+
+
+@as_root
+def test_a_sandbox_holds_no_other_tasks_file_system(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "tasks", sandbox_config=SandboxConfig(disk_mb=32))
+    first = backend.launch(task("sleep 30"))
+    second = backend.launch(task("cat /proc/self/mountinfo; echo END; sleep 30", index=1))
+    wait_for(lambda: b"END" in backend.read_log(second, "stdout"))
+    assert disk.is_mount_point(backend.root)  # a mount of its own, detached in one call
+    mounts = backend.read_log(second, "stdout").decode()
+    assert str(backend.work_dir(second)) in mounts  # its own
+    assert str(backend.work_dir(first)) not in mounts  # not even covered, as it once was
+    backend.stop([first, second])
+    for ref in (first, second):
+        wait_until_ended(backend, ref)
+    backend.cleanup([])  # no task file system left: the task root is a plain directory again
+    assert not disk.is_mount_point(backend.root)
+    shutil.rmtree(backend.root)  # as any directory (a mount point would be busy)
+
+
+@as_root
+def test_a_task_root_with_a_file_system_mounted_already_is_not_bound_over_it(tmp_path: Path):
+    root = tmp_path / "tasks"
+    (root / "earlier" / "work").mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "earlier", str(root / "earlier" / "work")], check=True)
+    try:
+        disk.bind_root(root)  # a bind of the root would hide the earlier one
+        assert not disk.is_mount_point(root)
+    finally:
+        disk.unmount(root / "earlier" / "work")
+    disk.bind_root(root)
+    assert disk.is_mount_point(root)
+    disk.release_all(root)
+    assert not disk.is_mount_point(root) and not (root / disk.BOUND).exists()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from backends.base import TaskPhase
-from backends.local import LocalBackend, LocalBackendError
+from backends.local import LocalBackend, LocalBackendError, disk
 from backends.local.gpus import GPU
 from backends.local.sandbox import SandboxConfig, bwrap_args, covered, sandbox_init
 from clusters import registry
@@ -239,8 +239,9 @@ def test_a_task_root_below_a_private_directory_works_and_its_neighbours_are_cove
         ref = backend.launch(task(f"ls -A {top}; cat {top}/neighbour.txt || echo covered"))
         assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
         assert backend.read_log(ref, "stdout") == b"tasks\ncovered\n"
-        backend.cleanup([])  # its working directory's file system unmounted
+        backend.cleanup([])
     finally:
+        disk.release_all(top)  # the task root's mount of itself
         shutil.rmtree(top)
 
 
