@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from clusters import fairness
 from clusters.limits import Limit, ceiling, exceeds, shortfall
 from clusters.placement import (
+    NodeUse,
     Rooms,
     TaskShape,
     Use,
@@ -171,14 +172,16 @@ def plan(
     nodes: dict[str, Resources] | None = None,
     orders: dict[str, tuple[Any, list[Waiting]]] | None = None,
     standing: bool = True,
+    node_use: NodeUse | None = None,
 ) -> Plan:
     """Decide one admission pass; see the module's rules. With ``nodes`` (their capacity, two
     or more), every task of an admitted job must also find room on one node
     (``clusters.placement``). ``orders``: where the caller keeps each VC's queue order from
     one pass to the next (``ordered``). Without ``standing``, the jobs left waiting are
-    counted but not told why and where (a third of a pass with 10,000 waiting)."""
+    counted but not told why and where (a third of a pass with 10,000 waiting). ``node_use``:
+    where the caller keeps what the running jobs hold on each node (``NodeUse``)."""
     running = list(running)
-    rooms = rooms_of(nodes, running) if nodes and len(nodes) > 1 else None
+    rooms = rooms_of(nodes, running, node_use) if nodes and len(nodes) > 1 else None
     by_name = {q.name: q for q in queues}
     shared = unguaranteed((q.quota for q in by_name.values()), capacity)
     result = Plan()

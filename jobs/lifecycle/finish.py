@@ -19,7 +19,7 @@ def finish_attempt(
     tasks_live: bool = True,
 ) -> bool:
     """Close an attempt: ask its live tasks to stop (``tasks_live`` False: the caller has read
-    them all ended). False when it was already closed."""
+    them all ended, or asks them itself). False when it was already closed."""
     now = timezone.now()
     closed = JobAttempt.objects.filter(id=attempt.id, state=JobState.RUNNING).update(
         state=state, reason=reason, exit_code=exit_code, completed_at=now

@@ -10,7 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from backends.base import (
@@ -151,9 +152,12 @@ def start_waiting(jobs: list[Job], backend: Backend, **fields: Any) -> list[Job]
                 unplaced.append((job, f"could not be placed: {exc}"))
         started_ids = waiting - {job.id for job, _ in unplaced}
         Job.objects.filter(id__in=started_ids).update(
-            state=JobState.RUNNING, reason="running", updated_at=now, **fields
+            state=JobState.RUNNING,
+            reason="running",
+            updated_at=now,
+            started_at=Coalesce("started_at", Value(now)),  # its first start, kept on a retry
+            **fields,
         )
-        Job.objects.filter(id__in=started_ids, started_at=None).update(started_at=now)
         save_attempts(rows)
         for job, reason in unplaced:
             finish_job(job, JobState.FAILED, reason)

@@ -28,7 +28,8 @@ def preempt(job_id: int, reason: str) -> bool:
         if not moved:
             return False
         for attempt in JobAttempt.objects.filter(job_id=job_id, state=JobState.RUNNING):
-            finish_attempt(attempt, JobState.STOPPED, reason, None)
+            finish_attempt(attempt, JobState.STOPPED, reason, None, tasks_live=False)
+        # every live task of the job, the closed attempts' with them: one statement
         Task.objects.filter(attempt__job_id=job_id, state__in=LIVE_TASK_STATES).update(
             stop_requested=True
         )

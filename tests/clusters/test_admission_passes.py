@@ -100,6 +100,8 @@ def test_a_borrowing_job_is_preempted_and_requeued_when_the_owner_needs_its_quot
     )
     run_pass(backend)
     assert fresh(borrower).state == JobState.RUNNING and borrower.borrowing
+    started = borrower.started_at
+    assert started is not None
 
     owner = lifecycle.submit(bob, job_text("mine", command="sleep 1"), virtual_cluster="b")
     run_pass(backend)
@@ -113,6 +115,7 @@ def test_a_borrowing_job_is_preempted_and_requeued_when_the_owner_needs_its_quot
     assert borrower.retries == 1  # OpenPAI retries a preempted framework: retryDetails.resource
     reconcile_until(backend, lambda: fresh(borrower).state == JobState.RUNNING, timeout=40)
     assert JobAttempt.objects.filter(job=borrower).count() == 2
+    assert fresh(borrower).started_at == started  # its first start, kept
     lifecycle.stop(borrower, alice)
 
 
