@@ -202,12 +202,12 @@ def rooms_of(
     """The nodes' free room once every running job is counted where its tasks are: where the
     backend placed them (``node_use``, kept between passes, else summed now), else where they
     would go (best fit, after all known placements)."""
-    held_now = NodeUse() if node_use is None else node_use
-    held_now.update(running)
+    kept = NodeUse() if node_use is None else node_use
+    kept.update(running)
     where = {job.id: dict(job.placed) for job in running if job.borrowing}
     rooms = Rooms({}, {}, where)
     for node, cap in nodes.items():
-        rooms.free[node], rooms.unheld[node] = held_now.room(node, cap)
+        rooms.free[node], rooms.unheld[node] = kept.room(node, cap)
     for job in running:
         use = place(job.unplaced, rooms.free) if job.unplaced else None
         if not use:
