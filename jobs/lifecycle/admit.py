@@ -165,15 +165,9 @@ def plan_and_apply(backend: Backend, report: PassReport, standing: bool = True) 
             if preempt(job_id, reason):
                 report.touched_jobs.add(job_id)
         admitted = list(Job.objects.filter(id__in=decided.admit).select_related("owner"))
-        for borrowing in (False, True):
-            started = start_waiting(
-                [job for job in admitted if (job.id in decided.borrow) == borrowing],
-                backend,
-                queue_position=None,
-                borrowing=borrowing,
-            )
-            report.admitted += len(started)
-            report.touched_jobs.update(job.id for job in started)
+        started = start_waiting(admitted, backend, borrowing=decided.borrow)
+        report.admitted += len(started)
+        report.touched_jobs.update(job.id for job in started)
         if standing:
             changed = {i: s for i, s in decided.waiting.items() if was.get(i) != s}
             Job.objects.set_standing(changed)

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max, Value
+from django.db.models import Case, Max, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -119,10 +119,10 @@ def start_attempt(job: Job, backend: Backend, number: int) -> JobAttempt | None:
     return rows[0][0]
 
 
-def start_waiting(jobs: list[Job], backend: Backend, **fields: Any) -> list[Job]:
+def start_waiting(jobs: list[Job], backend: Backend, borrowing: set[int]) -> list[Job]:
     """Start the next attempt of each waiting job (its first, or the one after a preemption)
-    in a constant number of queries; ``fields`` are set on the started jobs. Jobs another
-    worker took meanwhile are left out of the result."""
+    in a constant number of queries; those in ``borrowing`` run on idle capacity, preemptible.
+    Jobs another worker took meanwhile are left out of the result."""
     if not jobs:
         return []
     now = timezone.now()
@@ -156,7 +156,9 @@ def start_waiting(jobs: list[Job], backend: Backend, **fields: Any) -> list[Job]
             reason="running",
             updated_at=now,
             started_at=Coalesce("started_at", Value(now)),  # its first start, kept on a retry
-            **fields,
+            queue_position=None,
+            # a Case, not a bare Q: Django drops an UPDATE whose Q(id__in=[]) matches nothing
+            borrowing=Case(When(id__in=borrowing, then=Value(True)), default=Value(False)),
         )
         save_attempts(rows)
         for job, reason in unplaced:
