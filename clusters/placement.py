@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from clusters.resources import ANY_GPU, Resources, gpu_label
 
 if TYPE_CHECKING:  # quota's plan counts its running jobs here: their type for the annotations
+    from clusters.holdings import Holdings
     from clusters.quota import Running
 
 # (role, instances, per instance): what a job asks for, task by task
@@ -153,61 +154,14 @@ def shortfall_by_node(tasks: Iterable[TaskShape], free: dict[str, Resources]) ->
     return NodeShortfall(role, "", 0, 0, "")
 
 
-class NodeUse:
-    """What the running jobs' placed tasks hold on each node, all of them (``total``) and the
-    guaranteed ones (``held``), and the room that leaves on each, kept from one pass to the next
-    by the process that runs them (``jobs.lifecycle.book``). Each pass counts in and out only
-    the jobs that came, went or moved since the last (a job whose tasks moved is a new
-    ``Running``: they are frozen) and works out again only the room of the nodes they were on,
-    not every running job's tasks and every node's room again: 5.5 ms of a 51 ms pass with
-    4,000 running jobs on 1,000 nodes (``bench/admission.py``)."""
-
-    def __init__(self) -> None:
-        self.jobs: dict[int, Running] = {}
-        self.total: dict[str, Resources] = {}
-        self.held: dict[str, Resources] = {}
-        self.rooms: dict[str, tuple[Resources, Resources, Resources]] = {}  # cap, free, unheld
-
-    def update(self, running: Iterable[Running]) -> None:
-        now = {job.id: job for job in running}
-        for job_id, job in self.jobs.items():
-            if now.get(job_id) is not job:
-                self.count(job, -1)
-        for job_id, job in now.items():
-            if self.jobs.get(job_id) is not job:
-                self.count(job, 1)
-        self.jobs = now
-
-    def count(self, job: Running, sign: int) -> None:
-        for node, part in job.placed.items():
-            self.rooms.pop(node, None)
-            for sums in (self.total,) if job.borrowing else (self.total, self.held):
-                was = sums.get(node, Resources())
-                sums[node] = was + part if sign > 0 else was - part
-
-    def room(self, node: str, cap: Resources) -> tuple[Resources, Resources]:
-        """The room ``node`` of capacity ``cap`` has: after every running job, after the
-        guaranteed ones."""
-        known = self.rooms.get(node)
-        if known is None or known[0] is not cap:
-            total, held = self.total.get(node), self.held.get(node)
-            free = cap - total if total is not None else cap
-            known = self.rooms[node] = (cap, free, cap - held if held is not None else cap)
-        return known[1], known[2]
-
-
-def rooms_of(
-    nodes: dict[str, Resources], running: list[Running], node_use: NodeUse | None = None
-) -> Rooms:
+def rooms_of(nodes: dict[str, Resources], running: list[Running], holdings: Holdings) -> Rooms:
     """The nodes' free room once every running job is counted where its tasks are: where the
-    backend placed them (``node_use``, kept between passes, else summed now), else where they
-    would go (best fit, after all known placements)."""
-    kept = NodeUse() if node_use is None else node_use
-    kept.update(running)
+    backend placed them (``holdings``: what ``running`` holds), else where they would go (best
+    fit, after all known placements)."""
     where = {job.id: dict(job.placed) for job in running if job.borrowing}
     rooms = Rooms({}, {}, where)
     for node, cap in nodes.items():
-        rooms.free[node], rooms.unheld[node] = kept.room(node, cap)
+        rooms.free[node], rooms.unheld[node] = holdings.room(node, cap)
     for job in running:
         use = place(job.unplaced, rooms.free) if job.unplaced else None
         if not use:

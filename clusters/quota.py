@@ -39,9 +39,9 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from clusters import fairness
+from clusters.holdings import Holdings
 from clusters.limits import Limit, ceiling, exceeds, shortfall
 from clusters.placement import (
-    NodeUse,
     Rooms,
     TaskShape,
     Use,
@@ -172,39 +172,25 @@ def plan(
     nodes: dict[str, Resources] | None = None,
     orders: dict[str, tuple[Any, list[Waiting]]] | None = None,
     standing: bool = True,
-    node_use: NodeUse | None = None,
+    holdings: Holdings | None = None,
 ) -> Plan:
     """Decide one admission pass; see the module's rules. With ``nodes`` (their capacity, two
     or more), every task of an admitted job must also find room on one node
     (``clusters.placement``). ``orders``: where the caller keeps each VC's queue order from
     one pass to the next (``ordered``). Without ``standing``, the jobs left waiting are
-    counted but not told why and where (a third of a pass with 10,000 waiting). ``node_use``:
-    where the caller keeps what the running jobs hold on each node (``NodeUse``)."""
+    counted but not told why and where (a third of a pass with 10,000 waiting). ``holdings``:
+    where the caller keeps what the running jobs hold from one pass to the next."""
     running = list(running)
-    rooms = rooms_of(nodes, running, node_use) if nodes and len(nodes) > 1 else None
+    kept = Holdings() if holdings is None else holdings
+    kept.update(running)
+    rooms = rooms_of(nodes, running, kept) if nodes and len(nodes) > 1 else None
     by_name = {q.name: q for q in queues}
     shared = unguaranteed((q.quota for q in by_name.values()), capacity)
     result = Plan()
-    # Sums over the running jobs, each added up once per group (thousands run at scale).
-    own: dict[str, list[Resources]] = defaultdict(list)
-    lent: dict[str, list[Resources]] = defaultdict(list)
-    users: dict[tuple[str, str], list[Resources]] = defaultdict(list)
-    borrowers: list[Running] = []
-    for run in running:
-        users[run.vc, run.user].append(run.demand)
-        if run.borrowing:
-            borrowers.append(run)
-            lent[run.vc].append(run.demand)
-        else:
-            own[run.vc].append(run.demand)
-    used: dict[str, Resources] = defaultdict(Resources, {vc: sum_of(d) for vc, d in own.items()})
-    # per VC, by its borrowers
-    borrowed: dict[str, Resources] = defaultdict(
-        Resources, {vc: sum_of(d) for vc, d in lent.items()}
-    )
-    users_held: dict[str, dict[str, Resources]] = defaultdict(dict)  # VC -> user -> running
-    for (vc, user), demands in users.items():
-        users_held[vc][user] = sum_of(demands)
+    # what each VC's guaranteed jobs hold, and its borrowers: added to as the pass admits
+    used: dict[str, Resources] = defaultdict(Resources, kept.own)
+    borrowed: dict[str, Resources] = defaultdict(Resources, kept.lent)
+    borrowers = [run for run in running if run.borrowing]
     # what guaranteed jobs hold of the shared rest
     shared_use = sum_of(
         shared_part(by_name[vc].quota if vc in by_name else Limit(), use)
@@ -224,7 +210,9 @@ def plan(
     later_kinds: dict[str, dict[str, Resources]] = defaultdict(dict)  # their shapes
     queue_of = {name: by_name.get(name) or Queue(name, Limit()) for name in queued}
     for name in queued:
-        queued[name] = fairness.ordered(queued[name], users_held[name], capacity, orders, name)
+        queued[name] = fairness.ordered(
+            queued[name], kept.users.get(name, {}), capacity, orders, name
+        )
     if orders is not None:
         for gone in orders.keys() - queued.keys():
             del orders[gone]  # a VC with no job waiting any more

@@ -152,7 +152,7 @@ def plan_and_apply(backend: Backend, report: PassReport, standing: bool = True) 
         nodes=loaded.nodes,
         orders=BOOK.orders,
         standing=standing,
-        node_use=BOOK.node_use,
+        holdings=BOOK.holdings,
     )
     # The book remembers what it writes, so the next pass need not read it back (10,000
     # waiting jobs' reasons: 15-19 ms of a pass, bench/admission.py); first it stamps the

@@ -33,9 +33,10 @@ from django.db.models.functions import Cast
 from backends.base import Backend
 from clusters import capacity
 from clusters.demand import resources_of, shapes_of
+from clusters.holdings import Holdings
 from clusters.limits import Limit
 from clusters.models import VirtualCluster
-from clusters.placement import NodeUse, TaskShape, Use
+from clusters.placement import TaskShape, Use
 from clusters.quota import Queue, Running, Waiting, quota_of
 from clusters.resources import Resources
 from jobs import wakeup
@@ -108,7 +109,7 @@ class Book:
     standing: dict[int, tuple[str, int | None]] | None = None
     stamp: str = field(default_factory=lambda: uuid.uuid4().hex)
     orders: dict[str, Any] = field(default_factory=dict)  # each VC's queue order (``plan``)
-    node_use: NodeUse = field(default_factory=NodeUse)  # what running jobs hold on the nodes
+    holdings: Holdings = field(default_factory=Holdings)  # what running jobs hold (``plan``)
 
     def refresh(self, backend: Backend | None) -> bool:
         """Bring the book up to date in five queries (four with one node), reading only what

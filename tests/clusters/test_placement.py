@@ -3,12 +3,11 @@ reason naming the node shortfall, and reclaiming borrowers on the node a guarant
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from clusters import quota
 from clusters.limits import Limit
-from clusters.placement import NodeUse, place, rooms_of
+from clusters.placement import place
 from clusters.quota import Queue, Running, Waiting, plan
 from clusters.resources import Resources
 
@@ -157,33 +156,3 @@ def test_a_shape_that_fits_no_node_is_placed_once_per_pass(monkeypatch):
     assert result.admit == []
     assert len(tries) <= 3  # once on the free rooms and once without the borrowers; once to borrow
     assert result.waiting[149][0].startswith("waiting for a node with 4 GPU (V100) free")
-
-
-def test_the_room_kept_between_passes_counts_only_the_jobs_that_came_went_or_moved(monkeypatch):
-    caps = nodes(gpus(8, 16), gpus(8, 16), gpus(8, 16))
-    a = Running(1, "a", gpus(2), T0, placed={"n1": gpus(2)})
-    b = Running(2, "b", gpus(4), T0, borrowing=True, placed={"n1": gpus(1), "n2": gpus(3)})
-    c = Running(3, "a", gpus(1), T0, placed={"n3": gpus(1)})
-    kept = NodeUse()
-    counted: list[int] = []
-    count = NodeUse.count
-    monkeypatch.setattr(
-        NodeUse, "count", lambda self, job, sign: (counted.append(job.id), count(self, job, sign))
-    )
-    passes = [
-        [a, b, c],
-        [a, b, c],
-        [a, replace(b, placed={"n3": gpus(4)}), c],
-        [a, c],
-        [c, Running(4, "b", gpus(8), T0, borrowing=True, placed={"n1": gpus(8)})],
-    ]
-    each = []
-    for running in passes:
-        anew = rooms_of(caps, running)
-        counted.clear()
-        assert rooms_of(caps, running, kept) == anew
-        each.append(sorted(counted))
-    # nothing moved: nothing counted again; b's tasks moved: out and in; b ended; a ended, 4 came
-    assert each == [[1, 2, 3], [], [2, 2], [2], [1, 4]]
-    smaller = {**caps, "n3": gpus(4, 16)}  # a node's capacity changed: its room with it
-    assert rooms_of(smaller, passes[-1], kept) == rooms_of(smaller, passes[-1])
