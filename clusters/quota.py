@@ -159,6 +159,7 @@ class Plan:
     admit: list[int] = field(default_factory=list)
     borrow: set[int] = field(default_factory=set)  # admitted on idle capacity, preemptible
     preempt: dict[int, str] = field(default_factory=dict)  # running job id -> reason
+    placed: dict[int, Use] = field(default_factory=dict)  # admitted job -> its nodes, where known
     waiting: dict[int, tuple[str, int]] = field(default_factory=dict)  # id -> (reason, position)
     left: int = 0  # jobs still waiting after the pass (told where they stand or not)
 
@@ -173,13 +174,15 @@ def plan(
     orders: dict[str, tuple[Any, list[Waiting]]] | None = None,
     standing: bool = True,
     holdings: Holdings | None = None,
+    told: dict[str, Any] | None = None,
 ) -> Plan:
     """Decide one admission pass; see the module's rules. With ``nodes`` (their capacity, two
     or more), every task of an admitted job must also find room on one node
     (``clusters.placement``). ``orders``: where the caller keeps each VC's queue order from
     one pass to the next (``ordered``). Without ``standing``, the jobs left waiting are
     counted but not told why and where (a third of a pass with 10,000 waiting). ``holdings``:
-    where the caller keeps what the running jobs hold from one pass to the next."""
+    where the caller keeps what the running jobs hold from one pass to the next; ``told``: each
+    VC's standing (``stand``)."""
     running = list(running)
     kept = Holdings() if holdings is None else holdings
     kept.update(running)
@@ -200,12 +203,13 @@ def plan(
     total = held + sum_of(borrowed.values())  # everything running or admitted
     borrowers.sort(key=preemption_order)
     queued: dict[str, list[Waiting]] = defaultdict(list)
-    kinds_of: dict[str, dict[str, Resources]] = defaultdict(dict)  # per VC: its jobs' shapes
+    kinds_of: dict[str, dict[str, Waiting]] = defaultdict(dict)  # per VC: a job of each shape
     for w in waiting:
         queued[w.vc].append(w)
-        kinds_of[w.vc][w.shape] = w.demand
+        kinds_of[w.vc][w.shape] = w
     result.left = sum(map(len, queued.values()))
-    notes: dict[int, str] = {}
+    notes: dict[str, dict[int, str]] = defaultdict(dict)  # per VC: job -> why it waits
+    moved: set[str] = set()  # the VCs a job was admitted from
     later: dict[str, list[Waiting]] = defaultdict(list)  # per VC: to borrow after the guaranteed
     later_kinds: dict[str, dict[str, Resources]] = defaultdict(dict)  # their shapes
     queue_of = {name: by_name.get(name) or Queue(name, Limit()) for name in queued}
@@ -216,6 +220,9 @@ def plan(
     if orders is not None:
         for gone in orders.keys() - queued.keys():
             del orders[gone]  # a VC with no job waiting any more
+    if told is not None:
+        for gone in told.keys() - queued.keys():
+            del told[gone]
     # Thousands of waiting jobs come in a few shapes: what one job of a VC was told holds for
     # the next of the same shape until a job is admitted (which changes what is free), so
     # each answer below is kept per (VC, shape) and forgotten on every admission; once every
@@ -231,13 +238,13 @@ def plan(
             fresh = key not in answers
             if fresh:  # for every shape of the VC at once: each holds for all its jobs
                 counted = charged(queue.quota, used[name], shared_use)
-                for kind, demand in kinds.items():
-                    answers[name, kind] = shortfall(demand, own, counted) or shortfall(
-                        demand, capacity, held
+                for kind, one in kinds.items():
+                    answers[name, kind] = shortfall(one.demand, own, counted) or shortfall(
+                        one.demand, capacity, held
                     )
             short = answers[key]
             if short is None and max_admit is not None and len(result.admit) >= max_admit:
-                notes[job.id] = "fits; starts in the next pass"
+                notes[name][job.id] = "fits; starts in the next pass"
                 continue
             use: Use = {}
             if short is None and rooms is not None:
@@ -250,17 +257,20 @@ def plan(
                 if found is None:  # not even were every borrower gone: fragmentation
                     if unplaced not in answers:
                         answers[unplaced] = no_node(job, rooms.unheld, standing)
-                    notes[job.id] = answers[unplaced]
+                    notes[name][job.id] = answers[unplaced]
                     if queue.strict_fifo:
-                        notes.update(dict.fromkeys((j.id for j in jobs[at + 1 :]), behind(job)))
+                        notes[name].update(
+                            dict.fromkeys((j.id for j in jobs[at + 1 :]), behind(job))
+                        )
                         break
                     continue
-                use = found
+                use = result.placed[job.id] = found
                 take(rooms.free, use)
                 take(rooms.unheld, use)
             if short is None:
                 answers.clear()
                 result.admit.append(job.id)
+                moved.add(name)
                 used[name] = used[name] + job.demand
                 shared_use = shared_use + shared_part(queue.quota, job.demand)
                 held = held + job.demand
@@ -270,7 +280,7 @@ def plan(
             later[name].append(job)  # may borrow idle capacity, after every VC's guaranteed
             later_kinds[name][job.shape] = job.demand
             if queue.strict_fifo:
-                notes.update(dict.fromkeys((j.id for j in jobs[at + 1 :]), behind(job)))
+                notes[name].update(dict.fromkeys((j.id for j in jobs[at + 1 :]), behind(job)))
                 break
             if fresh and all(
                 answers.get((name, kind)) or ("no node", kind) in answers for kind in kinds
@@ -280,24 +290,27 @@ def plan(
                     later[name] += rest
                 else:
                     later[name] += [j for j in rest if answers[name, j.shape]]
-                    notes.update(
+                    notes[name].update(
                         (j.id, answers["no node", j.shape])
                         for j in rest
                         if not answers[name, j.shape]
                     )
-                later_kinds[name].update((k, d) for k, d in kinds.items() if answers[name, k])
+                later_kinds[name].update(
+                    (k, j.demand) for k, j in kinds.items() if answers[name, k]
+                )
                 break
     for run in running:  # the borrowers preempted above no longer count against max capacity
         if run.id in result.preempt:
             borrowed[run.vc] = borrowed[run.vc] - run.demand
     answers.clear()
     demands = {k: d for kinds in later_kinds.values() for k, d in kinds.items()}.values()
+    idle_node: dict[str, bool] = {}  # shape -> whether its tasks find a node with idle room
     done = False
     for name, jobs in later.items():
         queue = queue_of[name]
         most = ceiling(capacity, queue.max_capacity, guarantee(queue.quota, shared))
         kinds = later_kinds[name]
-        for at, job in enumerate(jobs):
+        for job in jobs:
             if max_admit is not None and len(result.admit) >= max_admit:
                 done = True
                 break
@@ -320,29 +333,24 @@ def plan(
                         fresh = True
                         found = place(shapes(job), rooms.free)
                         if found is None:
-                            answers[unplaced] = no_node(job, rooms.free, standing)
+                            answers[unplaced] = True  # until an admission moves the rooms
+                            idle_node[job.shape] = False  # for the rest of the pass
                 if rooms is None or found is not None:
                     if found is not None:
                         take(rooms.free, found)
-                        rooms.where[job.id] = found
+                        rooms.where[job.id] = result.placed[job.id] = found
                     answers.clear()
                     result.admit.append(job.id)
+                    moved.add(name)
                     result.borrow.add(job.id)
                     borrowed[name] = borrowed[name] + job.demand
                     total = total + job.demand
                     continue
-                notes[job.id] = answers[unplaced]
             if fresh and all(
                 (name, kind) in answers
                 and (not answers[name, kind] or ("no idle node", kind) in answers)
                 for kind in kinds
             ):  # none of the VC's shapes borrows: neither does the rest
-                if standing:
-                    notes.update(
-                        (j.id, answers["no idle node", j.shape])
-                        for j in jobs[at + 1 :]
-                        if answers[name, j.shape]
-                    )
                 break
         if done:
             break
@@ -350,7 +358,7 @@ def plan(
     if not standing:
         return result
     admitted = set(result.admit)
-    answers.clear()  # the pass is decided: what a shape lacks no longer changes
+    free_rooms = rooms.free if rooms is not None else None
     for name, jobs in queued.items():
         queue = queue_of[name]
         guaranteed = Queue(
@@ -358,29 +366,79 @@ def plan(
         )
         counted = charged(queue.quota, used[name], shared_use)
         mine = used[name] + borrowed[name]
-        position = 0
-        for job in jobs:
-            if job.id in admitted:
-                continue
-            position += 1
-            ahead = JOBS_AHEAD[position] if position < 3 else f"{position - 1} jobs ahead"
-            note = notes.get(job.id)
-            if note is None:
-                key = (name, job.shape)
-                if key not in answers:
-                    answers[key] = lack(job, guaranteed, counted, capacity, (held, total), mine)
-                note = answers[key]
-            text = f"{note}, {ahead}"
-            if job.preempted:
-                text = f"preempted earlier; {text}"
-            result.waiting[job.id] = (text, position)
+        texts = {  # what a job of each shape lacks, once the pass is decided
+            kind: lack(
+                one,
+                guaranteed,
+                counted,
+                capacity,
+                (held, total),
+                mine,
+                placeable(one, free_rooms, idle_node),
+            )
+            for kind, one in kinds_of[name].items()
+        }
+        result.waiting.update(
+            stand(jobs, admitted if name in moved else set(), notes[name], texts, told, name)
+        )
     return result
+
+
+def stand(
+    jobs: list[Waiting],
+    admitted: set[int],
+    notes: dict[int, str],
+    texts: dict[str, str],
+    told: dict[str, Any] | None,
+    vc: str,
+) -> dict[int, tuple[str, int]]:
+    """Where each of a VC's waiting jobs (``jobs``, in queue order, less ``admitted``) stands:
+    its reason (its note, else its shape's text) and its position. ``told``: where the caller
+    keeps each VC's answer from one pass to the next, given again while nothing it depends on
+    moved: the same list of jobs (``fairness.ordered`` keeps it), none admitted, the same notes
+    and texts (after a few jobs end, most of 100 VCs' 10,000 jobs stand where they stood, and
+    working out each again was a quarter of a pass, ``bench/admission.py``)."""
+    kept = told.get(vc) if told is not None else None
+    if (
+        kept is not None
+        and kept[0] is jobs
+        and not admitted
+        and (kept[1], kept[2]) == (notes, texts)
+    ):
+        return kept[3]
+    standing = {}
+    position = 0
+    for job in jobs:
+        if job.id in admitted:
+            continue
+        position += 1
+        ahead = JOBS_AHEAD[position] if position < 3 else f"{position - 1} jobs ahead"
+        note = notes.get(job.id)
+        if note is None:
+            note = texts[job.shape]
+        text = f"{note}, {ahead}"
+        if job.preempted:
+            text = f"preempted earlier; {text}"
+        standing[job.id] = (text, position)
+    if told is not None:
+        told[vc] = (jobs, notes, texts, standing)
+    return standing
 
 
 def no_node(job: Waiting, free: dict[str, Resources], told: bool) -> str:
     """Why ``job`` found no node in ``free``, by node; worked out only for a pass that tells
     waiting jobs where they stand (it reads every node)."""
     return str(shortfall_by_node(shapes(job), free)) if told else ""
+
+
+def placeable(job: Waiting, free: dict[str, Resources] | None, known: dict[str, bool]) -> bool:
+    """Whether ``job``'s tasks find room on the nodes' ``free`` room (None: one node, whose room
+    the totals say), kept per shape in ``known``."""
+    if free is None:
+        return True
+    if job.shape not in known:
+        known[job.shape] = place(shapes(job), free) is not None
+    return known[job.shape]
 
 
 def behind(head: Waiting) -> str:
@@ -395,12 +453,18 @@ def lack(
     capacity: Limit,
     cluster_use: tuple[Resources, Resources],
     mine: Resources | None = None,
+    on_a_node: bool = True,
 ) -> str:
     """Why ``job`` waits, once the pass is decided: what it lacks, and how much is free.
 
     ``queue.quota`` is the VC's guarantee and ``used`` what counts against it;
     ``cluster_use`` is (what guaranteed jobs hold, what all jobs use) over the whole cluster;
-    ``mine`` what the VC's jobs hold, borrowed too (against its max capacity).
+    ``mine`` what the VC's jobs hold, borrowed too (against its max capacity); ``on_a_node``:
+    whether the job's tasks find nodes with the idle room (``placeable``).
+
+    Beyond its guarantee a job is told whether there is idle room to borrow, not how much:
+    that moves with every job that starts or ends anywhere, and saying it rewrote the reasons
+    of thousands of waiting jobs in a pass that started five (``bench/admission.py``).
     """
     held, total = cluster_use
     short = shortfall(job.demand, queue.quota, used)
@@ -411,11 +475,9 @@ def lack(
     most = ceiling(capacity, queue.max_capacity, queue.quota)
     if queue.max_capacity < 100 and shortfall(job.demand, most, mine or used):
         return f"{text}, and '{queue.name}' may hold at most {queue.max_capacity:g}% of the cluster"
-    room = shortfall(job.demand, capacity, total)
-    if room is None:
+    if on_a_node and shortfall(job.demand, capacity, total) is None:
         return f"{text}, idle to borrow next pass"
-    idle = f"{room.free}" if room.what == short.what else f"{room.free} {room.what}"
-    return f"{text}, {idle} idle to borrow"
+    return f"{text}, not enough idle room to borrow"
 
 
 def preemption_order(job: Running) -> tuple[int, float, int]:

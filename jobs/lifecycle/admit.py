@@ -153,6 +153,7 @@ def plan_and_apply(backend: Backend, report: PassReport, standing: bool = True) 
         orders=BOOK.orders,
         standing=standing,
         holdings=BOOK.holdings,
+        told=BOOK.told,
     )
     # The book remembers what it writes, so the next pass need not read it back (10,000
     # waiting jobs' reasons: 15-19 ms of a pass, bench/admission.py); first it stamps the
@@ -172,8 +173,7 @@ def plan_and_apply(backend: Backend, report: PassReport, standing: bool = True) 
             changed = {i: s for i, s in decided.waiting.items() if was.get(i) != s}
             Job.objects.set_standing(changed)
             # Their pages show the new reason and position: one message per queue that moved.
-            vc_of = {job.id: job.vc for job in waiting}
-            report.touched_queues.update(vc_of[i] for i in changed if i in vc_of)
+            report.touched_queues.update(BOOK.waiting[i].vc for i in changed)
     if standing:
         BOOK.wrote(decided.waiting)
     BOOK.settled = standing and not decided.admit and not decided.preempt  # once committed

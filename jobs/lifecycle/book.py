@@ -109,6 +109,7 @@ class Book:
     standing: dict[int, tuple[str, int | None]] | None = None
     stamp: str = field(default_factory=lambda: uuid.uuid4().hex)
     orders: dict[str, Any] = field(default_factory=dict)  # each VC's queue order (``plan``)
+    told: dict[str, Any] = field(default_factory=dict)  # where each VC's jobs stand (``plan``)
     holdings: Holdings = field(default_factory=Holdings)  # what running jobs hold (``plan``)
 
     def refresh(self, backend: Backend | None) -> bool:

@@ -183,7 +183,10 @@ def test_a_job_in_an_unlimited_virtual_cluster_waits_while_the_cluster_is_full(a
     run_pass(backend)
     assert (fresh(busy).state, fresh(waits).state) == (JobState.RUNNING, JobState.WAITING)
     # research guarantees both CPUs: default's share is none, and none is idle to borrow
-    assert waits.reason == "waiting for 1 CPU in 'default': 0 free, 0 idle to borrow, no job ahead"
+    assert (
+        waits.reason
+        == "waiting for 1 CPU in 'default': 0 free, not enough idle room to borrow, no job ahead"
+    )
     lifecycle.stop(busy, bob)
 
 

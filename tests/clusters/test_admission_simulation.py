@@ -5,8 +5,8 @@ switches it off in ``clusters.quota`` or ``clusters.placement`` and sees the mac
 
 The machine applies a plan as ``jobs.lifecycle.admit`` does: admitted jobs run (borrowing when
 ``plan.borrow`` says so), preempted jobs wait again (``preempted=True``, same submission time).
-An admitted job's tasks are bound where the plan found room for them (the result of its
-``place`` call, recorded as it is made), or with one node, on that node; a node lost ends the
+An admitted job's tasks are bound where the plan found room for them (``plan.placed``), or
+with one node, on that node; a node lost ends the
 jobs with tasks on it, a node that shrinks keeps what runs on it (over-committed).
 
 "Amounts" are CPU, memory, GPUs of each type and GPUs in all; GPUs of no type ("") count in
@@ -50,8 +50,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 import pytest
@@ -67,8 +66,9 @@ from hypothesis.stateful import (
 
 from clusters import fairness, placement, quota
 from clusters.fairness import queue_order
+from clusters.holdings import Holdings
 from clusters.limits import Limit, never_fits
-from clusters.placement import Rooms, TaskShape, Use, give, place
+from clusters.placement import Rooms, TaskShape, give, place
 from clusters.quota import Plan, Queue, Running, Waiting, plan, shared_part, unguaranteed
 from clusters.resources import ANY_GPU, Resources, sum_of
 from tests.clusters.admission_rules import (
@@ -138,7 +138,11 @@ class Admission(RuleBasedStateMachine):
         self.waiting: dict[int, Waiting] = {}
         self.tasks: dict[int, tuple[TaskShape, ...]] = {}
         self.count = 0  # ids and submission times (minutes)
-        self.orders: dict = {}  # each VC's queue order, kept from pass to pass as the book does
+        # kept from pass to pass as the book does: each VC's queue order, what the running jobs
+        # hold, where each VC's jobs stand; every pass is checked against a plan without them
+        self.orders: dict = {}
+        self.holdings = Holdings()
+        self.told: dict = {}
 
     def capacity(self) -> Limit:
         return Limit.of(sum_of(self.nodes.values()))
@@ -199,7 +203,7 @@ class Admission(RuleBasedStateMachine):
             return
         for user in users:
             i = self.next_id()
-            self.tasks[i] = tuple(list(shapes))  # a tuple of its own: how its placement is found
+            self.tasks[i] = shapes
             self.waiting[i] = Waiting(
                 i, vc, need, T0 + timedelta(minutes=i), priority, user=user, tasks=self.tasks[i]
             )
@@ -243,7 +247,7 @@ class Admission(RuleBasedStateMachine):
     def admission_pass(self, max_admit: int | None) -> None:
         for _ in range(200):
             before, queued = dict(self.running), dict(self.waiting)
-            decided = self.apply(*self.decide(max_admit))
+            decided = self.apply(self.decide(max_admit))
             after = self.after()
             check_no_over_commit(self, before, decided, after)
             check_reclaim(self, before, decided, after)
@@ -255,23 +259,28 @@ class Admission(RuleBasedStateMachine):
                 return
         raise AssertionError("max_admit: the jobs told 'fits; starts in the next pass' never did")
 
-    def decide(self, max_admit: int | None) -> tuple[Plan, dict[int, Use]]:
-        """The plan, and where it placed each job it placed (found by the job's tasks tuple)."""
-        found: dict[int, Use] = {}
-        with recording_place(found):
-            decided = plan(
-                list(self.queues.values()),
-                self.capacity(),
-                list(self.running.values()),
-                list(self.waiting.values()),
-                max_admit=max_admit,
-                nodes=dict(self.nodes),
-                orders=self.orders,
-            )
-        by_tasks = {id(tasks): i for i, tasks in self.tasks.items()}
-        return decided, {by_tasks[key]: use for key, use in found.items() if key in by_tasks}
+    def decide(self, max_admit: int | None) -> Plan:
+        """The plan, as the book makes it (with what it keeps from pass to pass), checked
+        against one made without."""
+        now = (
+            list(self.queues.values()),
+            self.capacity(),
+            list(self.running.values()),
+            list(self.waiting.values()),
+        )
+        decided = plan(
+            *now,
+            max_admit=max_admit,
+            nodes=dict(self.nodes),
+            orders=self.orders,
+            holdings=self.holdings,
+            told=self.told,
+        )
+        fresh = plan(*now, max_admit=max_admit, nodes=dict(self.nodes))
+        assert decided == fresh, "what a pass keeps for the next changed what it decides"
+        return decided
 
-    def apply(self, decided: Plan, where: dict[int, Use]) -> Plan:
+    def apply(self, decided: Plan) -> Plan:
         """As ``jobs.lifecycle.admit`` does: preempted jobs wait again, admitted ones run."""
         assert decided.borrow <= set(decided.admit), "plan: a borrower it did not admit"
         for i in decided.preempt:
@@ -288,7 +297,7 @@ class Admission(RuleBasedStateMachine):
             )
         for i in decided.admit:
             job = self.waiting.pop(i)
-            use = where.get(i)
+            use = decided.placed.get(i)
             if use is None and len(self.nodes) == 1:
                 use = {next(iter(self.nodes)): job.demand}
             assert use is not None, f"(a) over-commit: job {i} started on no node"
@@ -363,25 +372,6 @@ class Admission(RuleBasedStateMachine):
         ]
 
 
-@contextmanager
-def recording_place(found: dict[int, Use]) -> Iterator[None]:
-    """Note where ``plan`` places each job: the last room ``place`` found for the job's tasks
-    tuple (the free room, else the room without borrowers) is where it goes."""
-    real = placement.place  # what ``clusters.quota`` imported
-
-    def recorded(tasks: Iterable[TaskShape], free: dict[str, Resources]) -> Use | None:
-        use = real(tasks, free)
-        if use is not None:
-            found[id(tasks)] = use
-        return use
-
-    quota.place = recorded  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        quota.place = real  # type: ignore[attr-defined]
-
-
 # -- the tests --------------------------------------------------------------------------------
 
 
@@ -431,6 +421,25 @@ def overdrawn_by_any_entry(free: Resources) -> bool:
     return free.cpu < 0 or free.memory_mb < 0 or any(n < 0 for n in free.gpus.values())
 
 
+def stale_stand(
+    jobs: list[Waiting],
+    admitted: set[int],
+    notes: dict[int, str],
+    texts: dict[str, str],
+    told: dict | None,
+    vc: str,
+) -> dict[int, tuple[str, int]]:
+    """``quota.stand`` that gives a queue's kept answer again whenever its jobs did not move,
+    though what they lack did."""
+    kept = told.get(vc) if told is not None else None
+    if kept is not None and kept[0] is jobs and not admitted:
+        return kept[3]
+    return STAND(jobs, admitted, notes, texts, told, vc)
+
+
+STAND = quota.stand
+KEPT = "what a pass keeps for the next"  # decide's check
+
 # rule switched off: (module, name, replacement, the invariants that catch it)
 SWITCHED_OFF = {
     "reclaim preempts no one": (quota, "reclaim", lambda job, cap, total, *_: total, "(a)"),
@@ -446,6 +455,7 @@ SWITCHED_OFF = {
     "no max capacity": (quota, "ceiling", lambda capacity, *_: capacity, "(a)"),
     "placement on nodes ignored": (placement, "fits", lambda need, free: True, "(a)"),
     "no guarantee checked": (quota, "guarantee", lambda q, shared: Limit(), "(a)"),
+    "a queue told what it lacked before": (quota, "stand", stale_stand, KEPT),
     # a VC without a quota waits though within its share of the rest (b), or borrows no more
     # than max capacity of nothing allows (c)
     "no shared rest for VCs without a quota": (

@@ -155,4 +155,8 @@ def test_a_shape_that_fits_no_node_is_placed_once_per_pass(monkeypatch):
     result = plan(queues, total(caps), [], jobs, nodes=caps)
     assert result.admit == []
     assert len(tries) <= 3  # once on the free rooms and once without the borrowers; once to borrow
-    assert result.waiting[149][0].startswith("waiting for a node with 4 GPU (V100) free")
+    assert result.waiting[49][0].startswith("waiting for a node with 4 GPU (V100) free")
+    # b's jobs would borrow: 20 GPUs are idle, but no node has 4 of them
+    assert result.waiting[149][0].startswith(
+        "waiting for 4 GPU (V100) in 'b': 0 free, not enough idle room to borrow"
+    )

@@ -162,7 +162,8 @@ def test_an_unlimited_virtual_cluster_is_still_bounded_by_the_clusters_free_capa
     assert result.admit == [2]
     # research guarantees every V100: default's share of them is 0, and none is idle to borrow
     assert result.waiting[1] == (
-        "waiting for 2 GPU (V100) in 'default': 0 free, 0 idle to borrow, no job ahead",
+        "waiting for 2 GPU (V100) in 'default': 0 free, not enough idle room to borrow, "
+        "no job ahead",
         1,
     )
 
@@ -172,19 +173,21 @@ def test_gpus_of_any_type_wait_for_free_gpus_of_every_type_together():
     running = [Running(9, "other", Resources(1, 0, {"V100": 2}), at(0))]
     result = plan([Queue("default", Limit())], cap, running, [job(1, "default", gpus={"": 2})])
     assert result.waiting[1][0] == (
-        "waiting for 2 GPU in 'default': 1 free, 1 idle to borrow, no job ahead"
+        "waiting for 2 GPU in 'default': 1 free, not enough idle room to borrow, no job ahead"
     )
 
 
-def test_what_is_idle_to_borrow_names_its_resource_when_another_is_short():
-    cap = Limit(8, 10**6, {"V100": 2})
+def test_beyond_its_guarantee_a_job_is_told_whether_idle_room_is_there_not_how_much():
+    cap = Limit(8, 10**6, {"V100": 3})
     running = [Running(9, "b", Resources(1, 0, {"V100": 2}), at(0))]
-    queues = [Queue("a", Limit(cpu=1, gpus={})), Queue("b", Limit(cpu=1, gpus={"V100": 2}))]
-    result = plan(queues, cap, running, [job(1, "a", cpu=2, gpus={"V100": 1})])
-    # a lacks a CPU of its guarantee; what the cluster has none of idle is a GPU
-    assert result.waiting[1][0] == (
-        "waiting for 2 CPU in 'a': 1 free, 0 GPU (V100) idle to borrow, no job ahead"
-    )
+    queues = [Queue("a", Limit(cpu=1, gpus={})), Queue("b", Limit(cpu=1, gpus={"V100": 3}))]
+    waiting = [job(1, "a", cpu=2, gpus={"V100": 2})]
+    # a lacks a CPU of its guarantee; the cluster has 1 of the 2 GPUs idle
+    told = "waiting for 2 CPU in 'a': 1 free, not enough idle room to borrow, no job ahead"
+    assert plan(queues, cap, running, waiting).waiting[1][0] == told
+    # how much is idle moves with every job anywhere (none now): what the job is told does not
+    more = [Running(10, "b", Resources(1, 0, {"V100": 1}), at(0)), *running]
+    assert plan(queues, cap, more, waiting).waiting[1][0] == told
 
 
 def test_a_job_short_of_cluster_capacity_holds_back_a_strict_fifo_queue():
@@ -194,7 +197,7 @@ def test_a_job_short_of_cluster_capacity_holds_back_a_strict_fifo_queue():
     result = plan(queues, cap, running, [job(1, cpu=2, label="alice~big"), job(2, cpu=1)])
     assert result.admit == []
     assert result.waiting[1][0] == (
-        "waiting for 2 CPU in 'research': 1 free, 1 idle to borrow, no job ahead"
+        "waiting for 2 CPU in 'research': 1 free, not enough idle room to borrow, no job ahead"
     )
     assert result.waiting[2][0] == "behind alice~big (strict FIFO), 1 job ahead"
 
@@ -230,7 +233,8 @@ def test_borrowing_is_limited_by_the_idle_capacity():
     )
     assert result.admit == []
     assert (
-        result.waiting[1][0] == "waiting for 2 CPU in 'a': 1 free, 1 idle to borrow, no job ahead"
+        result.waiting[1][0]
+        == "waiting for 2 CPU in 'a': 1 free, not enough idle room to borrow, no job ahead"
     )
 
 
@@ -437,7 +441,7 @@ def test_default_fills_the_cluster_by_borrowing_beyond_its_share():
     result = plan(queues, cap, [], [job(1, "default"), job(2, "default"), job(3, "default")])
     assert result.admit == [1, 2] and result.borrow == {2}  # the second borrows research's CPU
     assert result.waiting[3][0] == (
-        "waiting for 1 CPU in 'default': 0 free, 0 idle to borrow, no job ahead"
+        "waiting for 1 CPU in 'default': 0 free, not enough idle room to borrow, no job ahead"
     )
 
 
@@ -559,3 +563,35 @@ def test_a_queue_is_ordered_again_only_when_its_jobs_or_users_holdings_moved(mon
     fourth = plan(queues, BIG, a_ended, still, orders=orders)
     assert calls == ["a"]  # what ann holds in 'a' moved; 'b' kept its order
     assert fourth == plan(queues, BIG, a_ended, still)
+
+
+def test_a_queue_is_told_where_its_jobs_stand_again_only_when_it_moved():
+    queues = [fixed("a", Limit(cpu=1)), fixed("b", Limit(cpu=1))]
+    waiting = [job(i, vc) for i, vc in enumerate(["a", "a", "a", "b", "b", "b"])]
+    running = [Running(w.id, w.vc, w.demand, w.created_at) for w in (waiting[0], waiting[3])]
+    waiting = [w for w in waiting if w.id not in (0, 3)]
+    orders: dict = {}
+    told: dict = {}  # kept from pass to pass, as jobs.lifecycle.book keeps it
+    assert plan(queues, BIG, running, waiting, orders=orders, told=told).admit == []
+    kept = {vc: told[vc][3] for vc in "ab"}
+
+    running = running[1:]  # a's job ended: a moves, b does not
+    second = plan(queues, BIG, running, waiting, orders=orders, told=told)
+    assert second.admit == [1]
+    assert second == plan(queues, BIG, running, waiting)
+    assert told["a"][3] is not kept["a"]  # a's jobs told again
+    assert told["b"][3] is kept["b"]  # what b's were told stands
+
+    running = [Running(1, "a", Resources(1), at(1)), *running]  # a's admitted job runs
+    waiting = [w for w in waiting if w.id != 1]
+    assert plan(queues, BIG, running, waiting, orders=orders, told=told).admit == []
+    kept["a"] = told["a"][3]
+    running = running[:1]  # b's job ended: b moves, a does not
+    fourth = plan(queues, BIG, running, waiting, orders=orders, told=told)
+    assert fourth.admit == [4]
+    assert fourth == plan(queues, BIG, running, waiting)
+    assert told["a"][3] is kept["a"]
+    assert fourth.waiting[5] == (
+        f"waiting for 1 CPU in 'b': 0 free{no_borrowing('b')}, no job ahead",
+        1,
+    )
