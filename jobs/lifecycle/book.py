@@ -74,7 +74,8 @@ FIELDS = (
 
 @dataclass
 class Loaded:
-    """Everything a pass decides on, and each waiting job's current (reason, position)."""
+    """Everything a pass decides on, and each waiting job's current (reason, position) (with,
+    at times, a few jobs no longer waiting)."""
 
     queues: list[Queue]
     capacity: Limit
@@ -214,8 +215,9 @@ class Book:
                 "id", "reason", "queue_position"
             )
             self.standing = {job_id: (reason, position) for job_id, reason, position in rows}
-        standing = {i: s for i, s in self.standing.items() if i in self.waiting}
-        return Loaded(queues, self.capacity, nodes, running, list(self.waiting.values()), standing)
+        # as it is, not a copy of the waiting jobs' part: a pass only looks its jobs up in it
+        waiting = list(self.waiting.values())
+        return Loaded(queues, self.capacity, nodes, running, waiting, self.standing)
 
     def wrote(self, standing: dict[int, tuple[str, int]] | None) -> None:
         """A pass committed: it wrote ``standing`` (after ``stamp_standing``), or None when
