@@ -10,6 +10,7 @@ figures, the headline last.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -37,6 +38,7 @@ def setup_django() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    gc.freeze()  # as a worker process does when it starts (portal.celery)
 
 
 class PlacingBackend:
