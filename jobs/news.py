@@ -9,17 +9,21 @@ of that queue, instead of one message per waiting job (thousands, in a busy clus
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import os
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
 log = logging.getLogger(__name__)
+SEND_SECONDS = 10.0  # the most a round of sends may take before it is given up
 
 
 @dataclass
@@ -52,10 +56,24 @@ def publish(job_ids: Iterable[int], queues: Iterable[str] = ()) -> None:
         for group, message in sends:
             await layer.group_send(group, message)
 
+    sent = asyncio.run_coroutine_threadsafe(send_all(), sending_loop(os.getpid()))
     try:
-        async_to_sync(send_all)()
+        sent.result(timeout=SEND_SECONDS)
     except Exception:  # news is best effort: a page that misses it catches up on reconnect
+        sent.cancel()
         log.warning("could not publish news to %s", [g for g, _ in sends[:10]], exc_info=True)
+
+
+@functools.cache
+def sending_loop(pid: int) -> asyncio.AbstractEventLoop:
+    """The event loop this process (``pid``: a forked worker has none of its parent's threads)
+    sends news on, run by a thread of its own. The channel layer keeps its Redis connections
+    per event loop: sending from a new loop each time, as ``async_to_sync`` does, connected
+    anew each time (1.5 ms a message against 0.14 ms here; 2-3 ms of a reconcile pass that
+    settles one job)."""
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name=f"news-{pid}", daemon=True).start()
+    return loop
 
 
 @contextmanager
