@@ -261,6 +261,8 @@ class LocalBackend:
             finished_at = datetime.fromtimestamp(path.stat().st_mtime, UTC)
         except FileNotFoundError:
             return None
+        if not text:
+            return None  # made, not written yet: the wrapper writes it in place (``WRAPPER``)
         try:
             code = int(text)
         except ValueError:

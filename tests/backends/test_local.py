@@ -237,6 +237,24 @@ def test_a_task_killed_with_its_wrapper_is_reported_as_disappeared(
     assert not (tmp_path / "tasks" / ref / "exit_code").exists()
 
 
+def test_an_exit_code_made_but_not_yet_written_is_no_end(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    """The wrapper writes the code in place: a reader may find the file empty for an instant.
+    That is a task still running while its wrapper lives, and one that disappeared once the
+    wrapper is gone without writing it, never an unreadable exit code."""
+    ref = launch(backend, "sleep 300\n")
+    (tmp_path / "tasks" / ref / "exit_code").touch()
+    assert backend.observe([ref])[ref].phase == TaskPhase.RUNNING
+    rec = record(tmp_path / "tasks", ref)
+    assert isinstance(rec["wrapper_pid"], int) and isinstance(rec["pgid"], int)
+    os.killpg(rec["wrapper_pid"], signal.SIGKILL)
+    os.killpg(rec["pgid"], signal.SIGKILL)
+    wait_for(lambda: backend.observe([ref])[ref].phase != TaskPhase.RUNNING)
+    obs = backend.observe([ref])[ref]
+    assert (obs.phase, obs.diagnostics) == (TaskPhase.FAILED, DISAPPEARED)
+
+
 def test_processes_left_behind_by_a_finished_script_are_killed(
     backend: LocalBackend, tmp_path: Path
 ) -> None:
