@@ -88,10 +88,11 @@ def test_a_v1_command_prints_the_status_of_the_command_before_it(alice, backend)
 
 
 def test_the_script_is_user_sh_in_the_work_dir_readable_by_its_owner_only(alice, backend):
-    commands = ["echo PORTAL_USER_SH", "echo 'PORTAL_USER_SH_1'"]
+    """Written as the user wrote it, quotes, ``$``, backslashes and ``%`` included."""
+    commands = ["printf '%s\\n' \"it's\" '$HOME \\n %s'", 'echo "PORTAL_USER_SH" 100%']
     job, task = run(alice, backend, "user_sh", commands)
     assert job.state == JobState.SUCCEEDED
-    assert log(backend, task).splitlines() == ["PORTAL_USER_SH", "PORTAL_USER_SH_1"]
+    assert log(backend, task).splitlines() == ["it's", "$HOME \\n %s", "PORTAL_USER_SH 100%"]
     script = backend.work_dir(task.backend_ref) / "user.sh"
     assert script.read_text() == "\n".join(commands) + "\n"
     assert script.stat().st_mode & 0o777 == 0o600
