@@ -23,6 +23,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
+from concurrent.futures import Future, wait
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from functools import cached_property
@@ -147,63 +148,82 @@ class LocalBackend:
                 sandbox.identity_for(self.sandbox, task.owner_id, work) if sandboxed else None
             )
             self.firewall.admit(identity.uid if identity else None)  # before anything is made
-            self.firewall.open(_ports_of(task.placement.ports), self._taken_ports)
-            task_gpus = self._choose_gpus(task.gpu)
-            # The portal's directories, private to it; as root, the task's uid may only pass
-            # through them (0711) on the way to its working directory, which is its own.
-            mode = 0o711 if identity else 0o700
-            self.root.chmod(mode)
-            control.parent.mkdir(mode=mode, exist_ok=True)  # the attempt's directory
-            control.parent.chmod(mode)
-            control.mkdir(mode=mode)
-            work.mkdir(mode=0o700)
-            disk_mb = self._limit_disk(control, work, identity)
-            write_private(control / "bootstrap.sh", script)  # secrets are rendered in
-            limits.TaskLimits(
-                task.memory_mb,
-                task.cpu,
-                self.sandbox.pids_max,
-                disk_mb,
-                self.sandbox.nofile,
-                self.log_max_bytes,
-            ).save(control)
-            write_files(work, task.files)
-            image = prepare_image(self.sandbox, task, control) if sandboxed else None
-            env = environment(self.task_path, task, work, task_gpus, identity, sandboxed=sandboxed)
-            if image is not None:  # the task sees its directory where the image has room
-                env["PAI_WORK_DIR"] = env["HOME"] = images.WORK_IN_IMAGE
-            command = None
-            if sandboxed:
-                command = sandbox_command(
-                    self.sandbox,
-                    self.task_path,
-                    self.root,
-                    task,
-                    ref,
-                    task_gpus,
-                    identity,
-                    self.hierarchy,
-                    image,
-                )
-            if identity:
-                chown_tree(work, identity.uid, identity.gid)
-            ended = ended_marker(self.root, ref)
-            ended.parent.mkdir(mode=0o700, exist_ok=True)  # the portal's only, as root too
-            ended.unlink(missing_ok=True)  # a relaunch's own end is news again
-            wrapper_pid, pid = spawn_detached(control, env, self.log_max_bytes, command)
-            record = TaskRecord(
-                pid=pid,
-                pgid=pid,
-                start_time=start_time_of(pid),
-                wrapper_pid=wrapper_pid,
-                wrapper_start_time=start_time_of(wrapper_pid),
-                started_at=datetime.now(UTC).isoformat(),
-                gpus=[gpu.index for gpu in task_gpus or []],
-                ports={label: list(ports) for label, ports in task.placement.ports.items()},
-                sandboxed=sandboxed,
-                uid=identity.uid if identity else None,
+            ports_open = self.firewall.opening(_ports_of(task.placement.ports), self._taken_ports)
+            try:
+                return self._start(task, ref, sandboxed, script, identity, ports_open)
+            finally:
+                wait([ports_open])  # done before the lock goes, failed or not
+
+    def _start(
+        self,
+        task: TaskLaunch,
+        ref: str,
+        sandboxed: bool,
+        script: str,
+        identity: sandbox.TaskIdentity | None,
+        ports_open: Future[None],
+    ) -> str:
+        """Make the task's directories, file system and files, and start it (``launch``,
+        under its lock); ``ports_open`` is the firewall's call opening its ports, under way."""
+        control = self.root / ref
+        work = control / WORK
+        task_gpus = self._choose_gpus(task.gpu)
+        # The portal's directories, private to it; as root, the task's uid may only pass
+        # through them (0711) on the way to its working directory, which is its own.
+        mode = 0o711 if identity else 0o700
+        self.root.chmod(mode)
+        control.parent.mkdir(mode=mode, exist_ok=True)  # the attempt's directory
+        control.parent.chmod(mode)
+        control.mkdir(mode=mode)
+        work.mkdir(mode=0o700)
+        disk_mb = self._limit_disk(control, work, identity)
+        write_private(control / "bootstrap.sh", script)  # secrets are rendered in
+        limits.TaskLimits(
+            task.memory_mb,
+            task.cpu,
+            self.sandbox.pids_max,
+            disk_mb,
+            self.sandbox.nofile,
+            self.log_max_bytes,
+        ).save(control)
+        write_files(work, task.files)
+        image = prepare_image(self.sandbox, task, control) if sandboxed else None
+        env = environment(self.task_path, task, work, task_gpus, identity, sandboxed=sandboxed)
+        if image is not None:  # the task sees its directory where the image has room
+            env["PAI_WORK_DIR"] = env["HOME"] = images.WORK_IN_IMAGE
+        command = None
+        if sandboxed:
+            command = sandbox_command(
+                self.sandbox,
+                self.task_path,
+                self.root,
+                task,
+                ref,
+                task_gpus,
+                identity,
+                self.hierarchy,
+                image,
             )
-            record.save(control / "task.json")
+        if identity:
+            chown_tree(work, identity.uid, identity.gid)
+        ended = ended_marker(self.root, ref)
+        ended.parent.mkdir(mode=0o700, exist_ok=True)  # the portal's only, as root too
+        ended.unlink(missing_ok=True)  # a relaunch's own end is news again
+        ports_open.result()  # the task's ports in the firewall's table before it starts
+        wrapper_pid, pid = spawn_detached(control, env, self.log_max_bytes, command)
+        record = TaskRecord(
+            pid=pid,
+            pgid=pid,
+            start_time=start_time_of(pid),
+            wrapper_pid=wrapper_pid,
+            wrapper_start_time=start_time_of(wrapper_pid),
+            started_at=datetime.now(UTC).isoformat(),
+            gpus=[gpu.index for gpu in task_gpus or []],
+            ports={label: list(ports) for label, ports in task.placement.ports.items()},
+            sandboxed=sandboxed,
+            uid=identity.uid if identity else None,
+        )
+        record.save(control / "task.json")
         return ref
 
     def _choose_gpus(self, count: int) -> list[gpus.GPU] | None:

@@ -457,3 +457,28 @@ def test_a_table_name_nft_could_misread_is_refused():
         FirewallConfig(table="portal; flush ruleset")
     with pytest.raises(ValueError, match="LOCAL_FIREWALL must be one of"):
         FirewallConfig(mode="maybe")
+
+
+@as_root
+def test_a_table_removed_by_hand_is_built_again_before_the_next_task_starts(
+    tmp_path: Path, host_table: FirewallConfig
+):
+    """A launch adds its ports to the table while it makes the task (``opening``); where the
+    table is gone, that fails and the whole table is built again, all before the task runs."""
+    backend = LocalBackend(
+        tmp_path / "tasks",
+        sandbox_config=SandboxConfig(uid_base=HOST_UID_BASE),
+        firewall=host_table,
+    )
+    internal = free_port()
+    listener = serve("::", internal)
+    waiting = launch(backend, "job-1-a1", "sleep 300", [])
+    assert host_table.table in tables()
+    run_nft(host_table, removal(host_table))  # by hand: the backend still thinks it built it
+    prober = launch(backend, "job-2-a1", reach(internal), [])
+    assert outcome(backend, prober) == {f"{internal} 127.0.0.1": "refused"}
+    assert host_table.table in tables()
+    backend.stop([waiting])
+    wait_until_ended(backend, waiting)
+    backend.cleanup([])
+    listener.close()
