@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.db.models import Subquery
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
@@ -23,7 +24,7 @@ from jobs.api.serializers import (
     JobSummarySerializer,
     SubmittedSerializer,
 )
-from jobs.models import JobAttempt
+from jobs.models import JobAttempt, Task
 from protocol import json_schema
 
 LIST_PARAMETERS = {
@@ -125,13 +126,19 @@ class JobDetailView(APIView):
         seen = job_view_for(request.user, username, name)
         job = seen.job
         attempts = JobAttempt.objects.filter(job=job)
-        current = attempts.order_by("-number").first()
-        if attempt is not None:
+        if attempt is None:
+            # What a client polling a job reads: its latest attempt's tasks and the attempt in
+            # one query (each attempt starts with its tasks); the attempt alone where none is.
+            latest = attempts.order_by("-number").values("id")[:1]
+            tasks = list(Task.objects.filter(attempt=Subquery(latest)).select_related("attempt"))
+            current = tasks[0].attempt if tasks else attempts.order_by("-number").first()
+        else:
+            current = attempts.order_by("-number").first()
             if attempt == pending_attempt(job, [current] if current else []):
                 current = None  # OpenPAI answers a waiting job's next attempt: no task yet
             else:
                 current = get_object_or_404(attempts, number=attempt)
-        tasks = list(current.tasks.all()) if current else []
+            tasks = list(current.tasks.all()) if current else []
         base_url = api_base_url(request)
         return Response(job_detail(job, current, tasks, full=seen.full, base_url=base_url))
 

@@ -4,12 +4,15 @@ getJobAttempts, getJobEvents, getJobSshInfo)."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobs import exitspec
+from jobs import exitspec, lifecycle
 from jobs.models import Job, JobAttempt, Task
 from jobs.plugins.ssh.keys import job_keys
 from tests.api.helpers import client_for, job_with_tasks
+from tests.jobs.samples import hello_job
 
 pytestmark = pytest.mark.django_db
 
@@ -144,3 +147,30 @@ def test_virtual_cluster_resources_carry_cpu_memory_gpu(alice):
     for key in ("resourcesUsed", "resourcesTotal", "resourcesGuaranteed"):
         assert {"cpu", "memory", "gpu", "vCores", "GPUs"} <= set(body[key])
         assert body[key]["cpu"] == body[key]["vCores"]
+
+
+def attempt_reads(queries: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in queries if "jobs_jobattempt" in q["sql"] or "jobs_task" in q["sql"]]
+
+
+def test_getJob_reads_the_latest_attempt_with_its_tasks_in_one_query(alice):
+    """What a client polling a job's status costs the portal: one query for its latest
+    attempt and that attempt's tasks (a second only for a job with no attempt yet), whatever
+    its number of attempts."""
+    job = job_with_tasks(alice)
+    JobAttempt.objects.filter(job=job).update(state="FAILED")
+    second = JobAttempt.objects.create(job=job, number=1, key=f"k-{job.id}-1")
+    Task.objects.create(attempt=second, role="main", index=0, state="RUNNING", ip="10.0.0.6")
+    client = client_for(alice)
+    with CaptureQueriesContext(connection) as queries:
+        status = client.get(URL).json()
+    assert len(attempt_reads(queries)) == 1, attempt_reads(queries)
+    assert (status["jobStatus"]["attemptId"], status["jobStatus"]["attemptState"]) == (1, "RUNNING")
+    (task,) = status["taskRoles"]["main"]["taskStatuses"]
+    assert task["containerIp"] == "10.0.0.6"
+    waiting = lifecycle.submit(alice, hello_job("waiting"))
+    with CaptureQueriesContext(connection) as queries:
+        status = client.get(f"/api/v2/jobs/alice~{waiting.name}").json()
+    assert len(attempt_reads(queries)) == 2
+    assert status["jobStatus"]["attemptId"] is None
+    assert status["taskRoles"]["main"]["taskStatuses"] == []
