@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from backends.local import disk  # noqa: E402 - the tasks' file systems, unmounted
+from backends.local import LocalBackend, disk  # noqa: E402 - what the tasks leave, removed
 
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DATABASE = os.environ.get("BENCH_DB", "bench_e2e")  # another name for runs side by side
@@ -115,6 +115,9 @@ def start_portal(
     var_dir = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
     stack.callback(shutil.rmtree, var_dir, ignore_errors=True)
     stack.callback(disk.release_all, var_dir)  # the tasks' file systems, before their files go
+    # What the portal's last passes did not clean of its tasks outside its directory: their
+    # cgroups and mount gates (``/run/portal-tasks``), left on the host run after run.
+    stack.callback(LocalBackend(var_dir / "tasks").cleanup, [])
     stack.callback(kill_leftovers, marker, var_dir)  # runs after the stops below
     redis_port, port = free_port(), free_port()
     redis_server = subprocess.Popen(

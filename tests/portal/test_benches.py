@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from backends.local.sandbox import GATES
 from tests.conftest import TEST_SLOT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +66,11 @@ def mount_points() -> set[str]:
     return {point for point in mounted if not point.startswith(DOCKER)}
 
 
+def gates() -> set[str]:
+    """The sandboxes' mount gates on this host (``backends.local.sandbox.GATES``)."""
+    return {entry.name for entry in GATES.iterdir()} if GATES.is_dir() else set()
+
+
 @pytest.mark.parametrize("script", sorted(BENCHES))
 def test_the_benchmark_runs_and_prints_its_headline(script: str, tmp_path: Path) -> None:
     server = server_url()
@@ -79,7 +85,7 @@ def test_the_benchmark_runs_and_prints_its_headline(script: str, tmp_path: Path)
         "BENCH_REDIS": "redis://127.0.0.1:6379/14",
         "BENCH_VAR_DIR": str(tmp_path),
     }
-    mounted_before = mount_points()
+    mounted_before, gates_before = mount_points(), gates()
     try:
         done = subprocess.run(
             [sys.executable, f"bench/{script}", *arguments],
@@ -93,6 +99,7 @@ def test_the_benchmark_runs_and_prints_its_headline(script: str, tmp_path: Path)
         assert headline in done.stdout, done.stdout[-2000:]
         # Nothing left mounted of its tasks' file systems (each would hold a loop device).
         assert mount_points() <= mounted_before, mount_points() - mounted_before
+        assert gates() <= gates_before, gates() - gates_before  # nor a gate, run after run
     finally:
         drop = f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"
         subprocess.run(["psql", f"{server}/postgres", "-qc", drop], check=False)
