@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Future, wait
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -264,10 +264,10 @@ class LocalBackend:
         if ended is None and record.alive():
             if record.sandboxed and limits.killed(self.hierarchy, ref, workdir):
                 cgroups.kill(self.hierarchy, ref)
-                _signal_task(workdir, record, signal.SIGKILL)
+                sandbox.signal_task(workdir, record, signal.SIGKILL)
             stop_at = parse_time(record.stop_requested_at)
             if stop_at and (datetime.now(UTC) - stop_at).total_seconds() > self.stop_grace_seconds:
-                _signal_task(workdir, record, signal.SIGKILL)
+                sandbox.signal_task(workdir, record, signal.SIGKILL)
             return self._seen(ref, record, TaskPhase.RUNNING)
         # The wrapper may have written the exit code between the two looks.
         ended = ended or self._ended(ref, workdir, record)
@@ -336,7 +336,7 @@ class LocalBackend:
                 record.save(workdir / "task.json")
             if record.sandboxed:  # first: a sandbox whose bootstrap has not started sees it
                 sandbox.request_stop(workdir / WORK)
-            _signal_task(workdir, record, signal.SIGTERM)
+            sandbox.signal_task(workdir, record, signal.SIGTERM)
 
     def read_log(self, ref: str, stream: str, tail_bytes: int | None = None) -> bytes:
         return logs.read_log(self._workdir(ref), stream, tail_bytes)
@@ -458,7 +458,7 @@ class LocalBackend:
                     record = TaskRecord.load(workdir / "task.json")
                     ended = (workdir / "exit_code").exists()  # its wrapper's last step
                     if record is not None and not ended and record.alive():
-                        _signal_task(workdir, record, signal.SIGKILL)
+                        sandbox.signal_task(workdir, record, signal.SIGKILL)
                         left = True
                         removed.append(attempt.name)
                         continue
@@ -576,27 +576,3 @@ def _ports_of(ports: Mapping[str, Collection[int]]) -> set[int]:
 def _ports_in(records: Iterable[TaskRecord]) -> set[int]:
     """The ports of these tasks, all labels together."""
     return {port for record in records for port in _ports_of(record.ports)}
-
-
-def _signal_task(control: Path, record: TaskRecord, sig: signal.Signals) -> None:
-    """Signal a task: in its sandbox, the bootstrap's group (SIGTERM lets its exit steps run);
-    SIGKILL to the sandbox's pid 1 ends its whole pid namespace, whatever the task started."""
-    init = sandbox.sandbox_init(control, record.pid) if record.sandboxed else None
-    if init is not None:
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(init, sig)
-        with suppress(ProcessLookupError, PermissionError):
-            os.kill(init, sig)
-        if sig != signal.SIGKILL:
-            return
-    _signal_group(record, sig)
-
-
-def _signal_group(record: TaskRecord, sig: signal.Signals) -> None:
-    """Signal the task's process group, unless its pid was reused by someone else."""
-    if record.pgid is None:
-        return
-    if not record.alive():
-        return
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(record.pgid, sig)

@@ -31,13 +31,14 @@ import json
 import os
 import resource
 import shutil
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends.base import StorageMount
 from backends.local import cgroups, gpus
-from backends.local.process import proc_stat
+from backends.local.process import TaskRecord, proc_stat
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SANDBOX_INFO = "sandbox.json"  # bwrap's --info-fd, in the task's control directory
@@ -440,3 +441,27 @@ def image_process(init_pid: int) -> int | None:
             if line.startswith("NSpid:"):
                 return int(line.split()[-1])
     return None
+
+
+def signal_task(control: Path, record: TaskRecord, sig: signal.Signals) -> None:
+    """Signal a task: in its sandbox, the bootstrap's group (SIGTERM lets its exit steps run);
+    SIGKILL to the sandbox's pid 1 ends its whole pid namespace, whatever the task started."""
+    init = sandbox_init(control, record.pid) if record.sandboxed else None
+    if init is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(init, sig)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(init, sig)
+        if sig != signal.SIGKILL:
+            return
+    signal_group(record, sig)
+
+
+def signal_group(record: TaskRecord, sig: signal.Signals) -> None:
+    """Signal the task's process group, unless its pid was reused by someone else."""
+    if record.pgid is None:
+        return
+    if not record.alive():
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(record.pgid, sig)
