@@ -126,14 +126,15 @@ class JobDetailView(APIView):
         seen = job_view_for(request.user, username, name)
         job = seen.job
         attempts = JobAttempt.objects.filter(job=job)
+        newest = attempts.order_by("-number")
         if attempt is None:
             # What a client polling a job reads: its latest attempt's tasks and the attempt in
             # one query (each attempt starts with its tasks); the attempt alone where none is.
-            latest = attempts.order_by("-number").values("id")[:1]
+            latest = newest.values("id")[:1]
             tasks = list(Task.objects.filter(attempt=Subquery(latest)).select_related("attempt"))
-            current = tasks[0].attempt if tasks else attempts.order_by("-number").first()
+            current = tasks[0].attempt if tasks else newest.first()
         else:
-            current = attempts.order_by("-number").first()
+            current = newest.first()
             if attempt == pending_attempt(job, [current] if current else []):
                 current = None  # OpenPAI answers a waiting job's next attempt: no task yet
             else:
