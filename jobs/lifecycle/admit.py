@@ -165,10 +165,10 @@ def plan_and_apply(backend: Backend, report: PassReport, standing: bool = True) 
         for job_id, reason in decided.preempt.items():
             if preempt(job_id, reason):
                 report.touched_jobs.add(job_id)
-        admitted = list(Job.objects.filter(id__in=decided.admit).select_related("owner"))
-        started = start_waiting(admitted, backend, borrowing=decided.borrow)
+        started = start_waiting(decided.admit, backend, borrowing=decided.borrow)
         report.admitted += len(started)
         report.touched_jobs.update(job.id for job in started)
+        report.started_jobs.update(job.id for job in started)
         if standing:
             changed = {i: s for i, s in decided.waiting.items() if was.get(i) != s}
             Job.objects.set_standing(changed)

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Case, Max, Value, When
+from django.db.models import Case, OuterRef, Subquery, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -119,32 +119,33 @@ def start_attempt(job: Job, backend: Backend, number: int) -> JobAttempt | None:
     return rows[0][0]
 
 
-def start_waiting(jobs: list[Job], backend: Backend, borrowing: set[int]) -> list[Job]:
-    """Start the next attempt of each waiting job (its first, or the one after a preemption)
-    in a constant number of queries; those in ``borrowing`` run on idle capacity, preemptible.
-    Jobs another worker took meanwhile are left out of the result."""
-    if not jobs:
+def start_waiting(job_ids: list[int], backend: Backend, borrowing: set[int]) -> list[Job]:
+    """Start the next attempt of each waiting job of ``job_ids``, in that order (its first, or
+    the one after a preemption), in a constant number of queries; those in ``borrowing`` run
+    on idle capacity, preemptible. Jobs another worker took meanwhile are left out."""
+    if not job_ids:
         return []
     now = timezone.now()
     with transaction.atomic():
-        waiting = set(
-            Job.objects.select_for_update(skip_locked=True)
-            .filter(id__in=[job.id for job in jobs], state=JobState.WAITING)
-            .values_list("id", flat=True)
-        )
-        chosen = [job for job in jobs if job.id in waiting]
+        # Locked and read in one query, each with the number of its last attempt (a
+        # subquery: PostgreSQL allows no GROUP BY beside FOR UPDATE).
+        last = JobAttempt.objects.filter(job=OuterRef("pk")).order_by("-number")
+        locked = {
+            job.id: job
+            for job in Job.objects.select_for_update(skip_locked=True)
+            .filter(id__in=job_ids, state=JobState.WAITING)
+            .defer("submitted_text", "ssh_private_key", "ssh_public_key")
+            .annotate(last=Subquery(last.values("number")[:1]))
+        }
+        chosen = [locked[job_id] for job_id in job_ids if job_id in locked]
         if not chosen:
             return []
-        last = dict(
-            JobAttempt.objects.filter(job_id__in=waiting)
-            .values("job_id")
-            .annotate(last=Max("number"))
-            .values_list("job_id", "last")
-        )
+        waiting = set(locked)
         rows, unplaced = [], []
         for job in chosen:
             try:
-                rows.append(new_attempt(job, last.get(job.id, -1) + 1, backend, now))
+                number = -1 if job.last is None else job.last  # type: ignore[attr-defined]
+                rows.append(new_attempt(job, number + 1, backend, now))
             except BackendUnavailable:
                 raise  # no fault of the job: the pass fails and every job waits for the next
             except Exception as exc:  # one job the backend cannot place fails alone
@@ -212,6 +213,7 @@ def launch(backend: Backend, report: PassReport) -> list[str]:
                 completed_at=timezone.now(),
             )
             report.touched_jobs.add(job.id)
+            report.ended_jobs.add(job.id)
             continue
         if Task.objects.filter(id=task.id, backend_ref="").update(backend_ref=ref):
             launched.append(ref)

@@ -112,7 +112,12 @@ def save_changes(changed: list[tuple[TaskRow, dict[str, object]]], report: PassR
         for task, changes in kept:
             groups[tuple(sorted(changes))].append(Task(id=task.id, **changes))
         for fields, rows in groups.items():
-            Task.objects.bulk_update(rows, fields, batch_size=1000)
+            if len(rows) == 1:  # a plain UPDATE: bulk_update's CASE per field took 2 ms more
+                Task.objects.filter(id=rows[0].id).update(
+                    **{f: getattr(rows[0], f) for f in fields}
+                )
+            else:
+                Task.objects.bulk_update(rows, fields, batch_size=1000)
         JobEvent.objects.bulk_create(
             [
                 JobEvent(
@@ -129,6 +134,11 @@ def save_changes(changed: list[tuple[TaskRow, dict[str, object]]], report: PassR
         )
     report.changed_tasks += len(kept)
     report.touched_jobs.update(task.job_id for task, _ in kept)
+    report.ended_jobs.update(
+        task.job_id
+        for task, changes in kept
+        if changes.get("state", task.state) not in LIVE_TASK_STATES
+    )
 
 
 def changes_for(task: TaskRow, obs: Observation) -> dict[str, object]:

@@ -74,8 +74,12 @@ def run_pass(backend: Backend, changed: Collection[str] | None = None) -> PassRe
         launched = launch(backend, report)
         if launched:
             observe(backend, report, launched)
-        if report.touched_jobs - settled:  # launched, or failed to launch
-            settle(backend, report, report.touched_jobs - settled)
+        # What moved since the settle above, less the jobs that only started: they have
+        # nothing to decide until one of their tasks ends (fails to launch, or ran already).
+        moved = report.touched_jobs - settled
+        unsettled = moved - report.started_jobs | report.ended_jobs & moved
+        if unsettled:
+            settle(backend, report, unsettled)
         gathered.jobs.update(report.touched_jobs)
         gathered.queues.update(report.touched_queues)
     if changed is None:

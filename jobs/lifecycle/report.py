@@ -13,4 +13,6 @@ class PassReport:
     finished_jobs: int = 0
     skipped: bool = False
     touched_jobs: set[int] = field(default_factory=set)
+    started_jobs: set[int] = field(default_factory=set)  # waiting jobs this pass started
+    ended_jobs: set[int] = field(default_factory=set)  # jobs a task of which ended this pass
     touched_queues: set[str] = field(default_factory=set)  # VCs whose waiting jobs moved

@@ -239,6 +239,8 @@ def test_a_create_the_api_server_finds_invalid_fails_the_tasks_with_its_reason(
     assert task.state == TaskState.FAILED
     # the server's own message, not the client's dump of the response
     assert task.diagnostics == "could not start: the cluster refused the service: injected"
+    job.refresh_from_db()  # settled in the pass that failed to launch it
+    assert job.state == JobState.FAILED
 
 
 # -- an image that never comes fails its task, with the kubelet's words ------------------------
