@@ -52,13 +52,6 @@ class PlacingBackend:
         return [Placement("10.0.0.1", {}) for _ in shapes]
 
 
-class Report:
-    def __init__(self) -> None:
-        self.admitted = 0
-        self.touched_jobs: set[int] = set()
-        self.touched_queues: set[str] = set()
-
-
 GPUS_PER_NODE = 8
 ROUNDS = 9  # passes after jobs ended, one after another
 RUNNING_PER_VC = 40  # of 2 GPUs each: every VC's guarantee (80 GPUs) in use, the cluster full
@@ -194,8 +187,9 @@ def timed_pass(standing: bool = True) -> tuple[float, int, int]:
     from bench._queries import recorded
     from jobs import news
     from jobs.lifecycle.admit import plan_and_apply
+    from jobs.lifecycle.report import PassReport
 
-    report = Report()
+    report = PassReport()
     with recorded(connection) as queries:
         began = time.perf_counter()
         with news.gathered() as changed:  # as in a reconcile pass: news sent at the end
