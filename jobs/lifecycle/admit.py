@@ -167,8 +167,9 @@ def plan_and_apply(backend: Backend, report: PassReport, standing: bool = True) 
                 report.touched_jobs.add(job_id)
         started = start_waiting(decided.admit, backend, borrowing=decided.borrow)
         report.admitted += len(started)
-        report.touched_jobs.update(job.id for job in started)
-        report.started_jobs.update(job.id for job in started)
+        started_ids = {job.id for job in started}
+        report.touched_jobs |= started_ids
+        report.started_jobs |= started_ids
         if standing:
             changed = {i: s for i, s in decided.waiting.items() if was.get(i) != s}
             Job.objects.set_standing(changed)

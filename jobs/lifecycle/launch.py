@@ -140,7 +140,6 @@ def start_waiting(job_ids: list[int], backend: Backend, borrowing: set[int]) -> 
         chosen = [locked[job_id] for job_id in job_ids if job_id in locked]
         if not chosen:
             return []
-        waiting = set(locked)
         rows, unplaced = [], []
         for job in chosen:
             try:
@@ -151,8 +150,8 @@ def start_waiting(job_ids: list[int], backend: Backend, borrowing: set[int]) -> 
             except Exception as exc:  # one job the backend cannot place fails alone
                 log.exception("could not place %s", job)
                 unplaced.append((job, f"could not be placed: {exc}"))
-        started_ids = waiting - {job.id for job, _ in unplaced}
-        Job.objects.filter(id__in=started_ids).update(
+        started = [attempt.job for attempt, _ in rows]  # in the order of ``job_ids``
+        Job.objects.filter(id__in=[job.id for job in started]).update(
             state=JobState.RUNNING,
             reason="running",
             updated_at=now,
@@ -164,7 +163,6 @@ def start_waiting(job_ids: list[int], backend: Backend, borrowing: set[int]) -> 
         save_attempts(rows)
         for job, reason in unplaced:
             finish_job(job, JobState.FAILED, reason)
-    started = [job for job in chosen if job.id in started_ids]
     for job in started:
         news.after_commit(job.id)
     return started

@@ -77,7 +77,7 @@ def run_pass(backend: Backend, changed: Collection[str] | None = None) -> PassRe
         # What moved since the settle above, less the jobs that only started: they have
         # nothing to decide until one of their tasks ends (fails to launch, or ran already).
         moved = report.touched_jobs - settled
-        unsettled = moved - report.started_jobs | report.ended_jobs & moved
+        unsettled = (moved - report.started_jobs) | (report.ended_jobs & moved)
         if unsettled:
             settle(backend, report, unsettled)
         gathered.jobs.update(report.touched_jobs)
