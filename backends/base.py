@@ -230,6 +230,16 @@ class SupportsPeers(Protocol):
 
 
 @runtime_checkable
+class StartsOnLaunch(Protocol):
+    """A backend whose ``launch`` returns once the task's process has started (local: it starts
+    the process itself) says so with ``launch_node``, the node its tasks run on: the pass saves
+    a task it launched as RUNNING there at once instead of observing it (Kubernetes and Slurm
+    only queue what they launch). A task that ended meanwhile is seen when its end is reported."""
+
+    launch_node: str
+
+
+@runtime_checkable
 class SupportsRunAs(Protocol):
     """An optional method of a backend whose tasks run as an account of the cluster (Slurm):
     who a user's tasks run as, in words, for the job page."""

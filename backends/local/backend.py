@@ -103,6 +103,7 @@ class LocalBackend:
         self.root = Path(root)
         self.sandbox = sandbox_config or sandbox.SandboxConfig()
         self.host_ip = host_ip
+        self.launch_node = socket.gethostname()  # base.StartsOnLaunch: where its tasks run
         self.stop_grace_seconds = stop_grace_seconds
         self.log_max_bytes = log_max_bytes  # per stream of a task; the rest is dropped
         # What of this host tasks reach (as root): none by default, the settings' from registry.
@@ -138,7 +139,12 @@ class LocalBackend:
             script = script_of(self.sandbox, task, sandboxed)
             old = TaskRecord.load(control / "task.json")
             if old is not None and read_text(control / "bootstrap.sh") == script:
-                return ref  # already launched (the caller retried): the same task
+                # Already launched (the caller retried, having died before it saved the ref):
+                # the same task. Its end, should it have come, is news again, now that the
+                # caller will know the ref (a pass saves it RUNNING: ``StartsOnLaunch``).
+                if (control / "exit_code").exists():
+                    ended_marker(self.root, ref).touch()
+                return ref
             if old is not None and old.alive():
                 raise LocalBackendError(f"{ref} is taken by a running task with another script")
             disk.release(control, control / WORK)  # stale: a half-done or forgotten launch
@@ -316,7 +322,7 @@ class LocalBackend:
             ref,
             phase,
             ip=self.host_ip,
-            node=socket.gethostname(),
+            node=self.launch_node,
             exit_code=exit_code,
             diagnostics=diagnostics,
             started_at=parse_time(record.started_at),

@@ -18,6 +18,7 @@ from backends.base import (
     Backend,
     BackendUnavailable,
     Placement,
+    StartsOnLaunch,
     TaskLaunch,
     TaskShape,
 )
@@ -25,6 +26,7 @@ from clusters.demand import gpu_type_of
 from jobs import news
 from jobs.access import is_admin
 from jobs.lifecycle.finish import finish_job
+from jobs.lifecycle.observe import task_event
 from jobs.lifecycle.report import PassReport
 from jobs.models import Job, JobAttempt, JobEvent, Task
 from jobs.plugins import uses_ssh
@@ -173,9 +175,10 @@ def start_waiting(job_ids: list[int], backend: Backend, borrowing: set[int]) -> 
 
 def launch(backend: Backend, report: PassReport) -> list[str]:
     """Launch every task that is waiting and has not been handed to the backend yet; return
-    the refs of those launched. A task the backend refuses fails with the reason; when the
-    backend is unavailable (``BackendUnavailable``) the pass stops here and raises, leaving
-    the task as it was."""
+    the refs of those launched that the pass is to observe: none where the backend starts
+    them (``StartsOnLaunch``), which are saved RUNNING here, with their ref. A task the backend
+    refuses fails with the reason; when the backend is unavailable (``BackendUnavailable``)
+    the pass stops here and raises, leaving the task as it was."""
     pending = list(
         Task.objects.filter(state=TaskState.WAITING, backend_ref="", stop_requested=False)
         .select_related("attempt__job__owner", "attempt__job__virtual_cluster")
@@ -184,6 +187,7 @@ def launch(backend: Backend, report: PassReport) -> list[str]:
     if not pending:
         return []
     launched: list[str] = []
+    running: list[JobEvent] = []  # the events of the tasks saved RUNNING at their launch
     attempt_ids = {t.attempt_id for t in pending}
     placements: dict[int, dict[tuple[str, int], Placement]] = defaultdict(dict)
     for row in Task.objects.filter(attempt_id__in=attempt_ids).values(
@@ -192,31 +196,45 @@ def launch(backend: Backend, report: PassReport) -> list[str]:
         placements[row["attempt_id"]][(row["role"], row["index"])] = Placement(
             row["address"], row["ports"]
         )
-    for task in pending:
-        job = task.attempt.job
-        try:
-            ctx = context_for(job, backend.name)  # ssh keys, storages, barrier timeout
-            ref = launch_one(backend, task, ctx, placements[task.attempt_id])
-        except BackendUnavailable:
-            # An outage or a 429/5xx storm outlasting the retries is no failure of the task:
-            # it stays WAITING and unlaunched for a later pass, and this pass fails (logged by
-            # its caller) without changing any job.
-            log.warning("the backend is unavailable; %s and the rest wait for a later pass", task)
-            raise
-        except Exception as exc:  # one task that cannot start must not stop the pass
-            log.exception("could not launch %s", task)
-            Task.objects.filter(id=task.id, state=TaskState.WAITING, backend_ref="").update(
-                state=TaskState.FAILED,
-                diagnostics=secret_masker(job.protocol).text(f"could not start: {exc}"),
-                completed_at=timezone.now(),
-            )
+    try:
+        for task in pending:
+            job = task.attempt.job
+            try:
+                ctx = context_for(job, backend.name)  # ssh keys, storages, barrier timeout
+                ref = launch_one(backend, task, ctx, placements[task.attempt_id])
+            except BackendUnavailable:
+                # An outage or a 429/5xx storm outlasting the retries is no failure of the task:
+                # it stays WAITING and unlaunched for a later pass, and this pass fails (logged by
+                # its caller) without changing any job.
+                log.warning(
+                    "the backend is unavailable; %s and the rest wait for a later pass", task
+                )
+                raise
+            except Exception as exc:  # one task that cannot start must not stop the pass
+                log.exception("could not launch %s", task)
+                Task.objects.filter(id=task.id, state=TaskState.WAITING, backend_ref="").update(
+                    state=TaskState.FAILED,
+                    diagnostics=secret_masker(job.protocol).text(f"could not start: {exc}"),
+                    completed_at=timezone.now(),
+                )
+                report.touched_jobs.add(job.id)
+                report.ended_jobs.add(job.id)
+                continue
+            saved: dict[str, object] = {"backend_ref": ref}
+            if isinstance(backend, StartsOnLaunch):  # running now: one UPDATE, no observation
+                saved.update(
+                    state=TaskState.RUNNING, started_at=timezone.now(), node=backend.launch_node
+                )
+            if Task.objects.filter(id=task.id, backend_ref="").update(**saved):
+                if "state" in saved:
+                    name = f"{task.role}-{task.index}"
+                    running.append(task_event(job.id, task.attempt.number, name, TaskState.RUNNING))
+                else:
+                    launched.append(ref)
+            report.launched += 1
             report.touched_jobs.add(job.id)
-            report.ended_jobs.add(job.id)
-            continue
-        if Task.objects.filter(id=task.id, backend_ref="").update(backend_ref=ref):
-            launched.append(ref)
-        report.launched += 1
-        report.touched_jobs.add(job.id)
+    finally:  # what was saved RUNNING keeps its event should a later launch raise
+        JobEvent.objects.bulk_create(running)
     return launched
 
 

@@ -120,13 +120,12 @@ def save_changes(changed: list[tuple[TaskRow, dict[str, object]]], report: PassR
                 Task.objects.bulk_update(rows, fields, batch_size=1000)
         JobEvent.objects.bulk_create(
             [
-                JobEvent(
-                    job_id=task.job_id,
-                    kind="task",
-                    message=f"{task.role}-{task.index} {str(changes['state']).lower()}"
-                    + (f": {changes['diagnostics']}" if changes.get("diagnostics") else ""),
-                    attempt_number=task.attempt_number,
-                    task=f"{task.role}-{task.index}",
+                task_event(
+                    task.job_id,
+                    task.attempt_number,
+                    f"{task.role}-{task.index}",
+                    str(changes["state"]),
+                    str(changes.get("diagnostics") or ""),
                 )
                 for task, changes in kept
                 if "state" in changes and changes["state"] != task.state
@@ -138,6 +137,16 @@ def save_changes(changed: list[tuple[TaskRow, dict[str, object]]], report: PassR
         task.job_id
         for task, changes in kept
         if changes.get("state", task.state) not in LIVE_TASK_STATES
+    )
+
+
+def task_event(
+    job_id: int, attempt_number: int, task: str, state: str, diagnostics: str = ""
+) -> JobEvent:
+    """The job's event for one of its tasks entering ``state`` (not saved)."""
+    message = f"{task} {state.lower()}" + (f": {diagnostics}" if diagnostics else "")
+    return JobEvent(
+        job_id=job_id, kind="task", message=message, attempt_number=attempt_number, task=task
     )
 
 

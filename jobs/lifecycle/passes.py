@@ -57,7 +57,8 @@ def run_pass(backend: Backend, changed: Collection[str] | None = None) -> PassRe
     every running attempt. Else a wake-up, whose work is proportional to what changed: it
     observes the tasks ``changed`` names and settles the attempts it touched (and jobs being
     stopped). Either way capacity freed by what ended is used in the same pass: settle first,
-    then admit and launch, then observe what was launched (so it shows running at once)."""
+    then admit and launch, then observe what was launched (so it shows where it stands at once)
+    unless the backend started it, which launch saved RUNNING."""
     report = PassReport()
     started = time.monotonic()
     with news.gathered() as gathered:

@@ -18,7 +18,7 @@ from backends.ended import ENDED_DIR, WatchLost, ended_marker
 from backends.local import LocalBackend
 from backends.local.sandbox import SandboxConfig
 from jobs.management.commands.watchcluster import follow
-from tests.support.local_tasks import launch, wait_until_ended
+from tests.support.local_tasks import launch, phase_of, wait_until_ended
 from tests.waiting import wait_for
 
 
@@ -63,6 +63,18 @@ def test_an_ended_task_is_handed_over_once_and_its_file_removed(backend, listeni
     wait_for(lambda: not ended_marker(backend.root, ref).exists())
     with pytest.raises(queue.Empty):
         handed.get(timeout=0.5)
+
+
+def test_a_task_launched_again_after_it_ended_is_news_again(backend):
+    # A pass that died after the launch, before it saved the ref: the watch's news of the
+    # end named a ref nobody knew. The pass that launches it again (the same task) saves it
+    # RUNNING, so its end must be told once more.
+    ref = launch(backend, "true\n")
+    wait_for(lambda: ended_marker(backend.root, ref).exists())
+    ended_marker(backend.root, ref).unlink()  # handed over, as the listener does
+    assert launch(backend, "true\n") == ref
+    assert ended_marker(backend.root, ref).exists()
+    assert phase_of(backend, ref) == TaskPhase.SUCCEEDED  # the same task, not run again
 
 
 def test_ends_seen_while_the_listener_is_down_or_failing_are_handed_over_later(backend, listening):

@@ -4,6 +4,7 @@ the next waiting job starts in its room. It bounds how many jobs a second the po
 
 from __future__ import annotations
 
+import socket
 from dataclasses import replace
 
 import pytest
@@ -14,7 +15,7 @@ from bench._queries import recorded
 from clusters import capacity
 from jobs import lifecycle
 from jobs.lifecycle.passes import run_pass
-from jobs.models import Job, Task
+from jobs.models import Job, JobEvent, Task
 from jobs.states import JobState, TaskState
 from tests.clusters.helpers import job_text
 from tests.waiting import wait_for
@@ -39,7 +40,10 @@ def test_a_job_ends_and_the_next_starts_in_one_pass_without_settling_it(
         report = run_pass(backend, {ref})
 
     assert Job.objects.get(id=ends.id).state == JobState.SUCCEEDED
-    assert Task.objects.get(attempt__job=waits).state == TaskState.RUNNING
+    started = Task.objects.get(attempt__job=waits)
+    assert (started.state, started.node) == (TaskState.RUNNING, socket.gethostname())
+    assert started.started_at is not None
+    assert JobEvent.objects.filter(job=waits, kind="task", message="main-0 running").exists()
     assert report.launched == 1
     # The job that started has nothing to settle: running attempts are read once, for the job
     # that ended. Each task's change is one plain UPDATE, and a started job's last attempt
@@ -48,4 +52,8 @@ def test_a_job_ends_and_the_next_starts_in_one_pass_without_settling_it(
     assert len(attempt_reads) == 1
     assert not [s for s in statements if s.startswith('UPDATE "jobs_task"') and "CASE" in s]
     assert not [s for s in statements if "MAX(" in s]
-    assert len(statements) <= 33
+    # The local backend has started the task when its launch returns: saved RUNNING with its
+    # ref, not observed and locked again; only the task that ended is.
+    task_locks = [s for s in statements if 'FROM "jobs_task"' in s and "FOR UPDATE" in s]
+    assert len(task_locks) == 1
+    assert len(statements) <= 30
