@@ -187,6 +187,8 @@ def launch(backend: Backend, report: PassReport) -> list[str]:
     if not pending:
         return []
     launched: list[str] = []
+    # Where the backend's tasks run once launched (``StartsOnLaunch``): saved so, not observed.
+    started_on = backend.launch_node if isinstance(backend, StartsOnLaunch) else None
     running: list[JobEvent] = []  # the events of the tasks saved RUNNING at their launch
     attempt_ids = {t.attempt_id for t in pending}
     placements: dict[int, dict[tuple[str, int], Placement]] = defaultdict(dict)
@@ -221,12 +223,10 @@ def launch(backend: Backend, report: PassReport) -> list[str]:
                 report.ended_jobs.add(job.id)
                 continue
             saved: dict[str, object] = {"backend_ref": ref}
-            if isinstance(backend, StartsOnLaunch):  # running now: one UPDATE, no observation
-                saved.update(
-                    state=TaskState.RUNNING, started_at=timezone.now(), node=backend.launch_node
-                )
+            if started_on is not None:  # running now: one UPDATE, no observation
+                saved.update(state=TaskState.RUNNING, started_at=timezone.now(), node=started_on)
             if Task.objects.filter(id=task.id, backend_ref="").update(**saved):
-                if "state" in saved:
+                if started_on is not None:
                     name = f"{task.role}-{task.index}"
                     running.append(task_event(job.id, task.attempt.number, name, TaskState.RUNNING))
                 else:
