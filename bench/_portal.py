@@ -5,6 +5,7 @@ parallel, waiting for a batch of jobs, and the figures' spread."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import json
 import os
@@ -92,7 +93,13 @@ class Api:
             self.conn.close()  # closed by the server while idle: once more on a new one,
             self.conn.request(method, path, None, headers)  # as urllib3 and browsers do
             response = self.conn.getresponse()
-        return response.status, json.loads(response.read() or b"null")
+        raw = response.read()
+        try:
+            return response.status, json.loads(raw or b"null")
+        except ValueError as exc:
+            raise RuntimeError(
+                f"{method} {path}: {response.status}, not JSON: {raw[:300]!r}"
+            ) from exc
 
     def submit(self, name: str, memory_mb: int = 64) -> None:
         text = job_text(name, memory_mb)
@@ -148,6 +155,7 @@ def start_portal(
         command, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
     )
     stack.callback(stop, portal)
+    stack.push(functools.partial(show_log_on_failure, var_dir))  # before its directory goes
     # Unwinding (the callbacks run last first) starts here: a second Ctrl-C must not cut it.
     stack.callback(signal.signal, signal.SIGINT, signal.SIG_IGN)
     deadline = time.monotonic() + 120
@@ -160,8 +168,15 @@ def start_portal(
         time.sleep(0.2)
 
 
-def log_tail(var_dir: Path) -> str:
-    return "\n".join((var_dir / "runportal.log").read_text().splitlines()[-30:])
+def log_tail(var_dir: Path, lines: int = 30) -> str:
+    return "\n".join((var_dir / "runportal.log").read_text().splitlines()[-lines:])
+
+
+def show_log_on_failure(var_dir: Path, kind: type[BaseException] | None, *_: object) -> bool:
+    """When the run fails with the portal up, its log's tail, which the run deletes."""
+    if kind is not None and not issubclass(kind, KeyboardInterrupt):
+        print(f"the portal's log, last lines:\n{log_tail(var_dir, 60)}", file=sys.stderr)
+    return False  # the failure goes on
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
