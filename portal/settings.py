@@ -105,9 +105,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Under ASGI each request runs its sync code in a thread of its own, so a connection kept
     # per thread (CONN_MAX_AGE) is never used again: every request connected anew, and the
     # job list took twice as long (bench/list.py). Django's own pool per process instead; it
-    # checks a connection before handing it out (CONN_HEALTH_CHECKS).
+    # checks a connection before handing it out (CONN_HEALTH_CHECKS). While the database
+    # refuses connections, a request waits 10 s for one (psycopg_pool's default: 30 s), then
+    # answers 503 (``portal.unavailable``).
     DATABASES["default"]["CONN_MAX_AGE"] = 0
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": 10}
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": 10,
+        "timeout": 10,
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
