@@ -1,5 +1,7 @@
 """A database connection killed between two requests (a PostgreSQL restart, a failover, an
-idle-session timeout) costs the web process nothing: the next request gets a new connection."""
+idle-session timeout) costs the web process nothing: the next request gets a new connection.
+While the database refuses connections, a request gets a 503 that says so (``portal.unavailable``)
+and the next one after it is back is served."""
 
 from __future__ import annotations
 
