@@ -169,8 +169,8 @@ def oidc_provider(
     try:
         try:
             wait_for_port(port, process, "oidc-provider")
-        except RuntimeError:
-            raise RuntimeError((where / "provider.log").read_text()) from None
+        except RuntimeError as exc:  # exited, or did not listen: which, and what it said
+            raise RuntimeError(f"{exc}: {(where / 'provider.log').read_text()}") from None
         yield provider
     finally:
         process.terminate()
