@@ -190,14 +190,7 @@ def launch(backend: Backend, report: PassReport) -> list[str]:
     # Where the backend's tasks run once launched (``StartsOnLaunch``): saved so, not observed.
     started_on = backend.launch_node if isinstance(backend, StartsOnLaunch) else None
     running: list[JobEvent] = []  # the events of the tasks saved RUNNING at their launch
-    attempt_ids = {t.attempt_id for t in pending}
-    placements: dict[int, dict[tuple[str, int], Placement]] = defaultdict(dict)
-    for row in Task.objects.filter(attempt_id__in=attempt_ids).values(
-        "attempt_id", "role", "index", "address", "ports"
-    ):
-        placements[row["attempt_id"]][(row["role"], row["index"])] = Placement(
-            row["address"], row["ports"]
-        )
+    placements = peer_placements(pending)
     try:
         for task in pending:
             job = task.attempt.job
@@ -236,6 +229,27 @@ def launch(backend: Backend, report: PassReport) -> list[str]:
     finally:  # what was saved RUNNING keeps its event should a later launch raise
         JobEvent.objects.bulk_create(running)
     return launched
+
+
+def peer_placements(pending: list[Task]) -> dict[int, dict[tuple[str, int], Placement]]:
+    """Where every task of the attempts of ``pending`` is (its environment names its peers'):
+    read from ``pending`` itself when it holds all of an attempt's tasks (a new attempt), else
+    one query for the attempts of tasks retried beside their running peers."""
+    placements: dict[int, dict[tuple[str, int], Placement]] = defaultdict(dict)
+    for task in pending:
+        placements[task.attempt_id][(task.role, task.index)] = Placement(task.address, task.ports)
+    partial: set[int] = set()
+    for task in pending:
+        roles = task.attempt.job.protocol["taskRoles"].values()
+        if len(placements[task.attempt_id]) < sum(role["instances"] for role in roles):
+            partial.add(task.attempt_id)
+    for row in Task.objects.filter(attempt_id__in=partial).values(
+        "attempt_id", "role", "index", "address", "ports"
+    ):
+        placements[row["attempt_id"]][(row["role"], row["index"])] = Placement(
+            row["address"], row["ports"]
+        )
+    return placements
 
 
 def launch_one(

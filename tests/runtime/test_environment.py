@@ -450,6 +450,38 @@ def test_a_retried_task_runs_under_a_new_container_id(alice, backend, shared):
     assert record.read_text().splitlines() == [f"{key}-main-0", f"{key}-main-0-r1"]
 
 
+def test_a_task_retried_beside_its_running_peer_still_sees_the_peers_address(
+    alice, backend, shared
+):
+    """A retry launches one task of an attempt whose other task runs: its environment names
+    its peer all the same (read from the database, where a new attempt's are at hand)."""
+    record = shared / "seen"
+    job_text = textwrap.dedent(f"""\
+        protocolVersion: 2
+        name: env_peer_retry
+        type: job
+        prerequisites: [{{name: img, type: dockerimage, uri: python}}]
+        taskRoles:
+          main:
+            instances: 2
+            taskRetryCount: 1
+            dockerImage: img
+            resourcePerInstance: {{cpu: 1, memoryMB: 128, gpu: 0, ports: {{SynPort: 1}}}}
+            commands:
+              - echo "$PAI_TASK_INDEX $PAI_HOST_IP_main_1:$PAI_main_1_SynPort_PORT" >> "{record}"
+              - if [ "$PAI_TASK_INDEX" = 1 ]; then sleep 3; exit 0; fi
+              - if [ -f "{record}.again" ]; then exit 0; fi
+              - touch "{record}.again"
+              - exit 1
+        """)
+    job = settle(backend, lifecycle.submit(alice, job_text))
+    assert job.state == JobState.SUCCEEDED
+    peer = Task.objects.get(attempt__job=job, index=1)
+    address = f"{peer.ip}:{peer.ports['SynPort'][0]}"
+    assert Task.objects.get(attempt__job=job, index=0).retries == 1
+    assert sorted(record.read_text().splitlines()) == [f"0 {address}"] * 2 + [f"1 {address}"]
+
+
 # A job of our own written the way OpenPAI's distributed PyTorch and Horovod examples are: the
 # master is worker 0 (``PAI_HOST_IP_worker_0``, ``PAI_worker_0_SynPort_PORT``), the rank is
 # ``PAI_TASK_INDEX``, the world size ``PAI_TASK_ROLE_TASK_COUNT_worker``, and a Horovod host
