@@ -422,43 +422,17 @@ def test_v2_jobs_see_the_v1_directories_empty_as_openpai_renders_them():
     assert v1["PAI_OUTPUT_DIR"] == v1["QIZHI_OUTPUT_DIR"] == "/Output/pure"
 
 
-def test_a_retried_task_runs_under_a_new_container_id(alice, backend, shared):
+def test_a_retried_task_runs_under_a_new_container_id_and_still_sees_its_peer(
+    alice, backend, shared
+):
     """Each run of a task is a container of its own (yarn's CONTAINER_ID): the retry's
-    ``PAI_CONTAINER_ID`` is not the first run's."""
+    ``PAI_CONTAINER_ID`` is not the first run's. The retry launches one task of an attempt
+    whose other task runs, and its environment names that peer all the same (read from the
+    database; a new attempt's tasks are all at hand)."""
     record = shared / "ids"
     job_text = textwrap.dedent(f"""\
         protocolVersion: 2
         name: env_retry
-        type: job
-        prerequisites: [{{name: img, type: dockerimage, uri: python}}]
-        taskRoles:
-          main:
-            taskRetryCount: 1
-            dockerImage: img
-            resourcePerInstance: {{cpu: 1, memoryMB: 128, gpu: 0}}
-            commands:
-              - echo "$PAI_CONTAINER_ID" >> "{record}"
-              - if [ -f "{record}.again" ]; then exit 0; fi
-              - touch "{record}.again"
-              - exit 1
-        """)
-    job = settle(backend, lifecycle.submit(alice, job_text))
-    assert job.state == JobState.SUCCEEDED
-    task = Task.objects.get(attempt__job=job)
-    assert task.retries == 1
-    key = task.attempt.key
-    assert record.read_text().splitlines() == [f"{key}-main-0", f"{key}-main-0-r1"]
-
-
-def test_a_task_retried_beside_its_running_peer_still_sees_the_peers_address(
-    alice, backend, shared
-):
-    """A retry launches one task of an attempt whose other task runs: its environment names
-    its peer all the same (read from the database, where a new attempt's are at hand)."""
-    record = shared / "seen"
-    job_text = textwrap.dedent(f"""\
-        protocolVersion: 2
-        name: env_peer_retry
         type: job
         prerequisites: [{{name: img, type: dockerimage, uri: python}}]
         taskRoles:
@@ -468,7 +442,8 @@ def test_a_task_retried_beside_its_running_peer_still_sees_the_peers_address(
             dockerImage: img
             resourcePerInstance: {{cpu: 1, memoryMB: 128, gpu: 0, ports: {{SynPort: 1}}}}
             commands:
-              - echo "$PAI_TASK_INDEX $PAI_HOST_IP_main_1:$PAI_main_1_SynPort_PORT" >> "{record}"
+              - peer="$PAI_HOST_IP_main_1:$PAI_main_1_SynPort_PORT"
+              - echo "$PAI_CONTAINER_ID $peer" >> "{record}"
               - if [ "$PAI_TASK_INDEX" = 1 ]; then sleep 3; exit 0; fi
               - if [ -f "{record}.again" ]; then exit 0; fi
               - touch "{record}.again"
@@ -476,10 +451,14 @@ def test_a_task_retried_beside_its_running_peer_still_sees_the_peers_address(
         """)
     job = settle(backend, lifecycle.submit(alice, job_text))
     assert job.state == JobState.SUCCEEDED
-    peer = Task.objects.get(attempt__job=job, index=1)
-    address = f"{peer.ip}:{peer.ports['SynPort'][0]}"
-    assert Task.objects.get(attempt__job=job, index=0).retries == 1
-    assert sorted(record.read_text().splitlines()) == [f"0 {address}"] * 2 + [f"1 {address}"]
+    first, peer = Task.objects.filter(attempt__job=job).order_by("index")
+    assert (first.retries, peer.retries) == (1, 0)
+    key, address = first.attempt.key, f"{peer.ip}:{peer.ports['SynPort'][0]}"
+    assert sorted(record.read_text().splitlines()) == [
+        f"{key}-main-0 {address}",
+        f"{key}-main-0-r1 {address}",
+        f"{key}-main-1 {address}",
+    ]
 
 
 # A job of our own written the way OpenPAI's distributed PyTorch and Horovod examples are: the
