@@ -239,10 +239,10 @@ def peer_placements(pending: list[Task]) -> dict[int, dict[tuple[str, int], Plac
     for task in pending:
         placements[task.attempt_id][(task.role, task.index)] = Placement(task.address, task.ports)
     partial: set[int] = set()
-    for task in pending:
-        roles = task.attempt.job.protocol["taskRoles"].values()
-        if len(placements[task.attempt_id]) < sum(role["instances"] for role in roles):
-            partial.add(task.attempt_id)
+    for attempt_id, job in {task.attempt_id: task.attempt.job for task in pending}.items():
+        instances = sum(role["instances"] for role in job.protocol["taskRoles"].values())
+        if len(placements[attempt_id]) < instances:  # a retry beside running peers
+            partial.add(attempt_id)
     for row in Task.objects.filter(attempt_id__in=partial).values(
         "attempt_id", "role", "index", "address", "ports"
     ):
