@@ -40,17 +40,20 @@ DATABASE_MESSAGE = (
 )
 
 
-def unavailable_response(request: HttpRequest, message: str = MESSAGE) -> HttpResponse:
+def unavailable_response(request: HttpRequest, database_down: bool = False) -> HttpResponse:
+    """The 503: Redis is down (nothing was stored), or the database (its commit may have
+    failed, so the page does not say nothing changed)."""
+    message = DATABASE_MESSAGE if database_down else MESSAGE
     if request.path.startswith("/api/"):
         body = {"code": "ServiceUnavailable", "message": message}
         response: HttpResponse = JsonResponse(body, status=503)
     else:
-        context = {"message": message, "path": request.path, "unchanged": message == MESSAGE}
-        if message == MESSAGE:
-            response = render(request, "503.html", context, status=503)
-        else:  # without the request, as Django's 500 page: its layout would ask the database
-            # for the user, which would fail again
+        context = {"message": message, "path": request.path, "unchanged": not database_down}
+        if database_down:  # without the request, as Django's 500 page: its layout would ask
+            # the database for the user, which would fail again
             response = HttpResponse(render_to_string("503.html", context), status=503)
+        else:
+            response = render(request, "503.html", context, status=503)
     response["Retry-After"] = "5"
     return response
 
@@ -68,5 +71,5 @@ class ServiceUnavailableMiddleware:
             return unavailable_response(request)
         if isinstance(exception, DATABASE_DOWN):
             log.warning("%s %s: the database failed: %s", request.method, request.path, exception)
-            return unavailable_response(request, DATABASE_MESSAGE)
+            return unavailable_response(request, database_down=True)
         return None
