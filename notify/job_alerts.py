@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from django.db import transaction
 from django.db.models import Exists, F, Max, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -19,6 +20,9 @@ from notify.models import Notification
 KINDS = ("state", "preempted")  # the JobEvent kinds that may be an alert
 # The least wait the sweep looks at: no threshold is shorter (waitingMinutes >= 1).
 SHORTEST_WAIT = timedelta(minutes=1)
+# The jobs that may have an alert at all: their owner has settings, or they ask for alerts
+# themselves (``extras.notify``; the protocol is JSON text). Most jobs are neither.
+MAY_ALERT = Q(owner__alert_settings__isnull=False) | Q(protocol__contains='"notify"')
 
 
 def with_settings(jobs: QuerySet[Job]) -> QuerySet[Job]:
@@ -41,8 +45,10 @@ def event_of(job: Job, kind: str) -> str | None:
 
 def job_changed(job_id: int, kind: str) -> None:
     """Outbox rows for what a JobEvent of ``kind`` says happened to the job. Cheap for a job
-    whose owner wants nothing: one query by primary key, nothing written."""
-    if kind not in KINDS:
+    whose owner wants nothing: one query by primary key that finds no row (``MAY_ALERT``; half
+    the CPU of reading the job with its owner's settings), nothing written. Runs in the
+    caller's transaction, its rows in a savepoint of their own."""
+    if kind not in KINDS or not Job.objects.filter(MAY_ALERT, id=job_id).exists():
         return
     job = with_settings(Job.objects.filter(id=job_id)).first()
     if job is None:
@@ -57,19 +63,20 @@ def add_rows(job: Job, event: str, choice: Choice) -> None:
     if not channels:
         return
     subject, body = job_body(job, event)
-    outbox.add(
-        Notification(
-            key=f"job:{job.id}:{job.retries}:{event}:{channel}:{job.owner_id}",
-            user_id=job.owner_id,
-            job=job,
-            job_retries=job.retries,
-            event=f"job.{event}",
-            channel=channel,
-            subject=subject,
-            body=body,
+    with transaction.atomic():  # a savepoint: a failed insert leaves the caller's change whole
+        outbox.add(
+            Notification(
+                key=f"job:{job.id}:{job.retries}:{event}:{channel}:{job.owner_id}",
+                user_id=job.owner_id,
+                job=job,
+                job_retries=job.retries,
+                event=f"job.{event}",
+                channel=channel,
+                subject=subject,
+                body=body,
+            )
+            for channel in channels
         )
-        for channel in channels
-    )
 
 
 def long_waits(now: datetime | None = None) -> int:
@@ -82,8 +89,7 @@ def long_waits(now: datetime | None = None) -> int:
         job=OuterRef("pk"), event="job.waiting", job_retries=OuterRef("retries")
     )
     waiting = (
-        Job.objects.filter(state=JobState.WAITING)
-        .filter(Q(owner__alert_settings__isnull=False) | Q(protocol__contains='"notify"'))
+        Job.objects.filter(MAY_ALERT, state=JobState.WAITING)
         .exclude(Exists(told))
         .annotate(since=Coalesce(Max("attempts__completed_at"), F("created_at")))
         .filter(since__lte=now - SHORTEST_WAIT)

@@ -6,13 +6,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from jobs import lifecycle
 from jobs.lifecycle.preempt import preempt
 from jobs.models import Job, JobAttempt
 from jobs.states import JobState
-from notify import delivery
+from notify import delivery, outbox
 from notify.models import Notification
 from notify.sweep import sweep
 from tests.api.helpers import job_with_tasks
@@ -124,6 +125,27 @@ def test_a_preempted_job_is_told_once(alice, smtp, receiver, eager):
     assert hook["body"]["job"]["state"] == "WAITING"
     assert hook["body"]["job"]["reason"] == "preempted: vc research takes its guarantee back"
     assert smtp.messages() == []
+
+
+def test_an_alert_that_cannot_be_written_leaves_the_preemption_whole(
+    alice, smtp, receiver, eager, monkeypatch, caplog
+):
+    wants_alerts(alice, receiver, email=False)
+    job = running_borrower(alice)
+
+    def refused(rows):  # a database error in the insert, as a lock timeout would be
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 / 0")
+
+    monkeypatch.setattr(outbox, "add", refused)
+    # Recorded in the preemption's transaction, which the failed insert must not abort.
+    assert preempt(job.id, "preempted: vc research takes its guarantee back")
+
+    job.refresh_from_db()
+    assert (job.state, job.retries) == (JobState.WAITING, 1)
+    assert job.events.filter(kind="preempted").exists()
+    assert "could not record the alerts of job" in caplog.text
+    assert not Notification.objects.exists() and receiver.deliveries() == []
 
 
 def test_a_long_wait_is_told_once_per_wait(alice, backend, smtp, receiver, eager):
