@@ -38,7 +38,7 @@ from pathlib import Path
 
 from backends.base import StorageMount
 from backends.local import cgroups, gpus
-from backends.local.process import TaskRecord, proc_stat
+from backends.local.process import TaskRecord, is_alive, proc_stat
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SANDBOX_INFO = "sandbox.json"  # bwrap's --info-fd, in the task's control directory
@@ -458,10 +458,18 @@ def signal_task(control: Path, record: TaskRecord, sig: signal.Signals) -> None:
 
 
 def signal_group(record: TaskRecord, sig: signal.Signals) -> None:
-    """Signal the task's process group, unless its pid was reused by someone else."""
+    """Signal the task's process group, unless its pid was reused by someone else. Just after
+    its launch the task may not have made its group yet (the wrapper prints its pid once it is
+    forked, ``process.WRAPPER``): then the task's process alone, which is all there is of it."""
     if record.pgid is None:
         return
     if not record.alive():
         return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    try:
         os.killpg(record.pgid, sig)
+    except ProcessLookupError:
+        if is_alive(record.pid, record.start_time):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(record.pgid, sig)
+    except PermissionError:
+        pass

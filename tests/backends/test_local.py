@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 from typing import TypeVar
 
@@ -11,7 +12,8 @@ import pytest
 
 from backends.base import TaskLaunch, TaskPhase, TaskShape
 from backends.local import DISAPPEARED, LocalBackend, LocalBackendError
-from backends.local.sandbox import SYSTEM_PATH, sandbox_init
+from backends.local.process import TaskRecord, start_time_of
+from backends.local.sandbox import SYSTEM_PATH, sandbox_init, signal_group
 from tests.support.local_tasks import (
     launch,
     phase_of,
@@ -53,6 +55,32 @@ def in_namespace_of(init: int) -> list[int]:
 
 def gone(pid: int) -> bool:
     return process_state(pid) in (None, "Z", "X")
+
+
+def own_group(pid: int) -> bool:
+    """Whether ``pid`` leads a process group of its own: a task does once it has run setsid,
+    a moment after its launch returned (``process.WRAPPER``)."""
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
+
+
+def test_a_signal_just_after_the_launch_reaches_a_task_without_its_own_group_yet() -> None:
+    """A stop that comes before the task has made its group is not lost: its lone process
+    gets the signal (as the wrapper's child does between its fork and setsid)."""
+    child = subprocess.Popen(["sleep", "300"])  # in this process's group, as such a task is
+    try:
+        start = start_time_of(child.pid)
+        rec = TaskRecord(child.pid, child.pid, start, None, None, "2026-01-01T00:00:00+00:00")
+        assert not own_group(child.pid)
+
+        signal_group(rec, signal.SIGTERM)
+
+        assert child.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_a_task_that_exits_zero_succeeds_and_its_stdout_is_captured(
@@ -228,6 +256,7 @@ def test_a_task_killed_with_its_wrapper_is_reported_as_disappeared(
     ref = launch(backend, "sleep 300\n")
     rec = record(tmp_path / "tasks", ref)
     assert isinstance(rec["wrapper_pid"], int) and isinstance(rec["pgid"], int)
+    wait_for(lambda: own_group(rec["pgid"]))
     os.killpg(rec["wrapper_pid"], signal.SIGKILL)  # as the OOM killer or a reboot would
     os.killpg(rec["pgid"], signal.SIGKILL)
     assert wait_until_ended(backend, ref) == TaskPhase.FAILED
@@ -248,6 +277,7 @@ def test_an_exit_code_made_but_not_yet_written_is_no_end(
     assert backend.observe([ref])[ref].phase == TaskPhase.RUNNING
     rec = record(tmp_path / "tasks", ref)
     assert isinstance(rec["wrapper_pid"], int) and isinstance(rec["pgid"], int)
+    wait_for(lambda: own_group(rec["pgid"]))
     os.killpg(rec["wrapper_pid"], signal.SIGKILL)
     os.killpg(rec["pgid"], signal.SIGKILL)
     wait_for(lambda: backend.observe([ref])[ref].phase != TaskPhase.RUNNING)
