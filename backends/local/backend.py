@@ -182,34 +182,44 @@ class LocalBackend:
         control.parent.chmod(mode)
         control.mkdir(mode=mode)
         work.mkdir(mode=0o700)
-        disk_mb = self._limit_disk(control, work, identity)
-        write_private(control / "bootstrap.sh", script)  # secrets are rendered in
-        limits.TaskLimits(
-            task.memory_mb,
-            task.cpu,
-            self.sandbox.pids_max,
-            disk_mb,
-            self.sandbox.nofile,
-            self.log_max_bytes,
-        ).save(control)
+        disk_mb = self._disk_mb(identity)
+        if disk_mb:  # the task root a mount of its own first: the sandbox detaches it
+            disk.bind_root(self.root)
+        # The task's file system is made while the rest is written (most of its 4.7 ms here is
+        # the kernel's, which lets the launch's own 3 ms go on beside it); the task's files go
+        # into it once it is there.
+        mounted = disk.MOUNT_CALLS.submit(self._mount_disk, control, work, disk_mb, identity)
+        try:
+            write_private(control / "bootstrap.sh", script)  # secrets are rendered in
+            limits.TaskLimits(
+                task.memory_mb,
+                task.cpu,
+                self.sandbox.pids_max,
+                disk_mb,
+                self.sandbox.nofile,
+                self.log_max_bytes,
+            ).save(control)
+            image = prepare_image(self.sandbox, task, control) if sandboxed else None
+            env = environment(self.task_path, task, work, task_gpus, identity, sandboxed=sandboxed)
+            if image is not None:  # the task sees its directory where the image has room
+                env["PAI_WORK_DIR"] = env["HOME"] = images.WORK_IN_IMAGE
+            command = None
+            if sandboxed:
+                command = sandbox_command(
+                    self.sandbox,
+                    self.task_path,
+                    self.root,
+                    task,
+                    ref,
+                    task_gpus,
+                    identity,
+                    self.hierarchy,
+                    image,
+                )
+        finally:
+            wait([mounted])  # made (or failed) before anything goes on or is undone
+        mounted.result()
         write_files(work, task.files)
-        image = prepare_image(self.sandbox, task, control) if sandboxed else None
-        env = environment(self.task_path, task, work, task_gpus, identity, sandboxed=sandboxed)
-        if image is not None:  # the task sees its directory where the image has room
-            env["PAI_WORK_DIR"] = env["HOME"] = images.WORK_IN_IMAGE
-        command = None
-        if sandboxed:
-            command = sandbox_command(
-                self.sandbox,
-                self.task_path,
-                self.root,
-                task,
-                ref,
-                task_gpus,
-                identity,
-                self.hierarchy,
-                image,
-            )
         if identity:
             chown_tree(work, identity.uid, identity.gid)
         ended = ended_marker(self.root, ref)
@@ -525,14 +535,19 @@ class LocalBackend:
                 "v1) and loop devices, or allows it with LOCAL_REQUIRE_LIMITS=false"
             )
 
-    def _limit_disk(self, control: Path, work: Path, identity: sandbox.TaskIdentity | None) -> int:
-        """The task's working directory as a file system of LOCAL_TASK_DISK_MB (as root, for
-        a task of its own uid); the size, or 0 where it stays a plain directory."""
+    def _disk_mb(self, identity: sandbox.TaskIdentity | None) -> int:
+        """The size of the task's working directory as a file system of its own (as root, for
+        a task of its own uid): LOCAL_TASK_DISK_MB, or 0 where it stays a plain directory."""
         if identity is None or self.sandbox.disk_mb <= 0 or not self.host_limits.disk:
             return 0
-        owner = (identity.uid, identity.gid)
-        disk.mount_limited(control, work, self.sandbox.disk_mb, owner, self.root)
         return self.sandbox.disk_mb
+
+    def _mount_disk(
+        self, control: Path, work: Path, size_mb: int, identity: sandbox.TaskIdentity | None
+    ) -> None:
+        if size_mb and identity is not None:
+            owner = (identity.uid, identity.gid)
+            disk.mount_limited(control, work, size_mb, owner, self.root)
 
     def work_dir(self, ref: str) -> Path:
         """The task's own directory (``PAI_WORK_DIR``), in its control directory."""

@@ -33,6 +33,7 @@ import shutil
 import struct
 import subprocess
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 IMAGE = "work.img"  # in the task's control directory, beside ``work``
@@ -52,6 +53,7 @@ LOOP_CONFIG = struct.Struct("=II5Q4I64s64s32s2Q8Q")
 MS_NOSUID, MS_NODEV, MS_NOATIME, MS_BIND, MS_PRIVATE = 2, 4, 1024, 4096, 1 << 18
 MNT_DETACH = 2
 LIBC = ctypes.CDLL(None, use_errno=True)
+MOUNT_CALLS = ThreadPoolExecutor(1, thread_name_prefix="disk")  # a launch's, beside the rest
 
 
 def available() -> bool:
