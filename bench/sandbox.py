@@ -81,8 +81,8 @@ def _identity(backend: LocalBackend, control: Path) -> sandbox.TaskIdentity | No
 def firewall_ms() -> str:
     """What the task firewall adds to a task start, as root with nft: a launch adds its task's
     ports to the table's set (``TaskFirewall.open``, one small ``nft -f -``), median of ``RUNS``
-    with 200 ports open; beside it, the whole table's rebuild (a backend's first launch and each
-    cleanup). Else why it is not set."""
+    with 200 ports open; beside it, bringing the whole table up to date (a backend's first launch
+    and each cleanup). Else why it is not set."""
     config = FirewallConfig(table=f"portal_bench_{os.getpid()}")
     if (reason := unavailable_reason(config)) is not None:
         return f"not set here ({reason})"
@@ -100,7 +100,7 @@ def firewall_ms() -> str:
         table.sync([], tasks_running=False)
     return (
         f"{median_ms(opened):.1f} ms (one nft call adding its ports, median of {RUNS}; "
-        f"rebuilding the table: {median_ms(rebuilt):.1f} ms)"
+        f"the whole table brought up to date: {median_ms(rebuilt):.1f} ms)"
     )
 
 

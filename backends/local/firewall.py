@@ -24,13 +24,14 @@ the host's other connections too (bounded by ``nf_conntrack_max``; most hosts wi
 firewall have it on already). Not covered: abstract UNIX sockets, which belong to the network
 namespace the tasks share with the host (a service listening on one is reachable).
 
-The table is built whole, from the backend's live tasks, in one ``nft -f -`` transaction (atomic:
-no moment without rules) at a backend's first launch and on each cleanup, so it heals itself
-after a crash or a hand edit; a later launch adds its task's ports to the set (``open``); the
-table is removed when no task of the backend runs. One table per host (its name is
-fixed, ``LOCAL_FIREWALL_TABLE``): a table a portal left behind (killed, its task root gone) is
-the next one's to rebuild or remove; two portals running tasks on one host are not supported
-(their task uids would be the same ones anyway).
+The table is made, or its chains' rules and its set made again, from the backend's live tasks,
+in one ``nft -f -`` transaction at a backend's first launch and on each cleanup, so it heals
+itself after a crash or a hand edit; a table that is there keeps its chains, whose hooks stay
+registered (``ruleset``: no moment without rules). A later launch adds its task's ports to the
+set (``open``); the table is removed when no task of the backend runs. One table per host (its
+name is fixed, ``LOCAL_FIREWALL_TABLE``): a table a portal left behind (killed, its task root
+gone) is the next one's to bring up to date or remove; two portals running tasks on one host are
+not supported (their task uids would be the same ones anyway).
 """
 
 from __future__ import annotations
@@ -89,36 +90,44 @@ class FirewallConfig:
 
 
 def ruleset(config: FirewallConfig, task_ports: Iterable[int]) -> str:
-    """The whole table, replacing any table of that name in the same transaction."""
+    """The whole table, made or brought to this state in one transaction. A table that is there
+    keeps its chains: its rules and set are flushed and made again, which the kernel applies at
+    once. Replacing the table whole (delete and add) registered the output hook again, and in
+    that instant the new chain, its rules not yet in force, let every packet through: a task
+    trying the portal's Redis in a loop got a connection now and then (once in a few runs of
+    ``tests/runtime/test_sandbox_escapes.py``, whose task tried while full passes rebuilt it)."""
     ports = sorted({int(p) for p in task_ports})
-    elements = f" elements = {{ {', '.join(map(str, ports))} }};" if ports else ""
     allowed = ", ".join(map(str, sorted({DNS_PORT, *config.open_ports})))
     table = f"inet {config.table}"
-    closed = ""
+    rules = [
+        f"output meta skuid {config.uid_base}-{config.uid_last} jump task_uids",
+        "task_uids ct state established,related accept",
+    ]
     for family, networks in closed_networks(config.closed_networks).items():
         match = f'oifname != "lo" {family} daddr {{ {", ".join(networks)} }}'
-        closed += f"    {match} meta l4proto tcp reject with tcp reset\n"
-        closed += f"    {match} reject with icmpx port-unreachable\n"
+        rules += [f"task_uids {match} meta l4proto tcp reject with tcp reset"]
+        rules += [f"task_uids {match} reject with icmpx port-unreachable"]
     # ct original proto-dst: the port a task asked for, before a NAT rule of the host rewrote
     # it (Docker's DNS at 127.0.0.11:53 is redirected to a port of its own).
-    return f"""table {table}
-delete table {table}
-table {table} {{
-  set task_ports {{ type inet_service;{elements} }}
-  chain output {{
-    type filter hook output priority filter; policy accept;
-    meta skuid {config.uid_base}-{config.uid_last} jump task_uids
-  }}
-  chain task_uids {{
-    ct state established,related accept
-{closed}    oifname != "lo" accept
-    meta l4proto {{ tcp, udp }} th dport @task_ports accept
-    meta l4proto {{ tcp, udp }} ct original proto-dst {{ {allowed} }} accept
-    meta l4proto tcp reject with tcp reset
-    reject with icmpx port-unreachable
-  }}
-}}
-"""
+    rules += [
+        'task_uids oifname != "lo" accept',
+        "task_uids meta l4proto { tcp, udp } th dport @task_ports accept",
+        f"task_uids meta l4proto {{ tcp, udp }} ct original proto-dst {{ {allowed} }} accept",
+        "task_uids meta l4proto tcp reject with tcp reset",
+        "task_uids reject with icmpx port-unreachable",
+    ]
+    elements = f"add element {table} task_ports {{ {', '.join(map(str, ports))} }}\n"
+    return (
+        f"add table {table}\n"
+        f"add set {table} task_ports {{ type inet_service; }}\n"
+        f"add chain {table} output {{ type filter hook output priority filter; policy accept; }}\n"
+        f"add chain {table} task_uids\n"
+        f"flush chain {table} output\n"
+        f"flush chain {table} task_uids\n"
+        f"flush set {table} task_ports\n"
+        + (elements if ports else "")
+        + "".join(f"add rule {table} {rule}\n" for rule in rules)
+    )
 
 
 def closed_networks(configured: Iterable[str]) -> dict[str, list[str]]:
@@ -248,8 +257,8 @@ class TaskFirewall:
 
     def open(self, ports: Collection[int], live_ports: Callable[[], set[int]]) -> None:
         """At a launch: the new task's ports added to the set, one small transaction (2-3 ms
-        here, against 15 ms to rebuild the table: the kernel re-registers its hooks); the whole
-        table, from ``live_ports()`` and ``ports``, where this backend has not built it yet or
+        here, against several to bring the whole table up to date: ``bench/sandbox.py``); the
+        whole table, from ``live_ports()`` and ``ports``, where this backend has not built it yet or
         the addition fails (the table is gone: no task ran, or it was removed by hand). With
         no port, DNS's is added: a no-op that fails all the same where the table is gone."""
         if not self.active:

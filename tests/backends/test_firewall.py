@@ -196,7 +196,9 @@ def tried_in_namespace(
     firewall = TaskFirewall(FirewallConfig(table="portal_test", open_ports=(PUBLIC_PORT,)))
     seen: dict[str, object] = {"before": tries(TASK_UID, targets)}
     firewall.sync([TASK_PORT, 7002], tasks_running=True)
+    seen["made"] = chains_and_ports("portal_test")
     firewall.sync([TASK_PORT], tasks_running=True)  # again, as each launch does: the same table
+    seen["synced"] = chains_and_ports("portal_test")
     seen["task"] = tries(TASK_UID, targets)
     seen["root"] = tries(None, [*targets, ("tcp", "127.0.0.1", TASK_SERVES_PORT)])
     seen["table"] = tables()
@@ -205,6 +207,25 @@ def tried_in_namespace(
     seen["table_after"] = tables()
     seen["closed"] = tried_with_closed_networks(sh)
     return seen
+
+
+def chains_and_ports(table: str) -> dict[str, object]:
+    """The handles of the table and its chains (one made again gets a new one), its ports."""
+    listed = subprocess.run(  # noqa: S603
+        ["nft", "-j", "list", "table", "inet", table],  # noqa: S607
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found: dict[str, object] = {}
+    for entry in json.loads(listed.stdout)["nftables"]:
+        if "table" in entry:
+            found["table"] = entry["table"]["handle"]
+        if "chain" in entry:
+            found[entry["chain"]["name"]] = entry["chain"]["handle"]
+        if "set" in entry:
+            found["ports"] = sorted(entry["set"].get("elem", []))
+    return found
 
 
 def tried_with_closed_networks(sh: Callable[..., None]) -> dict[str, str]:
@@ -282,6 +303,19 @@ def test_in_a_namespace_everything_is_open_without_the_table_which_goes_when_tol
         assert set(namespace_results[moment].values()) == {"open"}, namespace_results[moment]
     assert "table inet portal_test" in namespace_results["table"]
     assert namespace_results["table_after"] == ""
+
+
+@as_root
+def test_in_a_namespace_the_table_is_brought_up_to_date_in_place_not_made_again(
+    namespace_results,
+):
+    """Its chains stay (their hooks stay registered), only the rules and ports change: a
+    chain made again let every packet through while its rules were not yet in force."""
+    made, synced = namespace_results["made"], namespace_results["synced"]
+    assert made["ports"] == [TASK_PORT, 7002] and synced["ports"] == [TASK_PORT]
+    assert [made[k] for k in ("table", "output", "task_uids")] == [
+        synced[k] for k in ("table", "output", "task_uids")
+    ]
 
 
 @as_root
