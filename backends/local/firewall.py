@@ -11,15 +11,15 @@ runs as ``uid_base + N``). For those, a packet to this host (all of them leave b
 loopback and the host's own addresses, IPv4 and IPv6) opens a connection only to a port the
 backend gave a task (the set ``task_ports``), to the portal's public HTTP port(s) or to DNS;
 anything else to this host is rejected at once (a TCP reset, an ICMP port unreachable: the task
-sees "connection refused", not a hang). Replies of connections already made pass, so a task
-still answers on any port it serves. Packets to other hosts (the outside network) pass.
+sees "connection refused", not a hang). The task's replies on connections opened to it pass, so
+it still answers on any port it serves. Packets to other hosts (the outside network) pass.
 
 Why this and not a network namespace per job: a job's ports must stay reachable on the host's
 addresses, which a namespace would need a forwarder (a proxy or DNAT rules) per port for, plus a
 bridge, a veth pair and addresses per job, each set up and torn down with the tasks. One table on
 the uid range leaves every other packet of the machine alone (the first rule sends only the task
 uids' packets on) and costs one small ``nft`` call per task start (``bench/sandbox.py`` measures
-it). It uses connection tracking (``ct state``) for the replies, which the kernel then keeps for
+it). It uses connection tracking (``ct direction``) for the replies, which the kernel then keeps for
 the host's other connections too (bounded by ``nf_conntrack_max``; most hosts with Docker or a
 firewall have it on already). Not covered: abstract UNIX sockets, which belong to the network
 namespace the tasks share with the host (a service listening on one is reachable).
@@ -99,9 +99,14 @@ def ruleset(config: FirewallConfig, task_ports: Iterable[int]) -> str:
     ports = sorted({int(p) for p in task_ports})
     allowed = ", ".join(map(str, sorted({DNS_PORT, *config.open_ports})))
     table = f"inet {config.table}"
+    # A task's answers on a connection someone opened to it pass (the reply direction); what
+    # it sends on one it opened passes by the rules below, as its first packet did. Not "ct
+    # state established": on the loopback the kernel gives a new connection the ports of one
+    # in TIME-WAIT (tcp_tw_reuse), which conntrack then counts established: a task that tried
+    # the portal's Redis 400 times got 10 connections that way.
     rules = [
         f"output meta skuid {config.uid_base}-{config.uid_last} jump task_uids",
-        "task_uids ct state established,related accept",
+        "task_uids ct direction reply accept",
     ]
     for family, networks in closed_networks(config.closed_networks).items():
         match = f'oifname != "lo" {family} daddr {{ {", ".join(networks)} }}'
