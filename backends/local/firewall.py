@@ -91,11 +91,10 @@ class FirewallConfig:
 
 def ruleset(config: FirewallConfig, task_ports: Iterable[int]) -> str:
     """The whole table, made or brought to this state in one transaction. A table that is there
-    keeps its chains: its rules and set are flushed and made again, which the kernel applies at
-    once. Replacing the table whole (delete and add) registered the output hook again, and in
-    that instant the new chain, its rules not yet in force, let every packet through: a task
-    trying the portal's Redis in a loop got a connection now and then (once in a few runs of
-    ``tests/runtime/test_sandbox_escapes.py``, whose task tried while full passes rebuilt it)."""
+    keeps its chains, whose hooks stay registered: its rules and set are flushed and made again,
+    which the kernel applies at once. (Replacing the table whole, delete and add, registered the
+    output hook again on every cleanup; that this opened a gap was not shown, and the escapes
+    the tests saw came from conntrack, below: in place is the smaller change to a live table.)"""
     ports = sorted({int(p) for p in task_ports})
     allowed = ", ".join(map(str, sorted({DNS_PORT, *config.open_ports})))
     table = f"inet {config.table}"
