@@ -341,9 +341,11 @@ class SlurmBackend:
             return Observation(
                 ref, TaskPhase.PENDING, diagnostics=states.waiting_reason(slurm.reason)
             )
+        lost = (directory / "lost").exists()  # its step ended without it (batch_script)
+        # The batch script goes on past a lost step and may have ended by the time this looks.
+        if lost and (slurm.state in states.LIVE_STATES or slurm.state == "COMPLETED"):
+            return Observation(ref, TaskPhase.FAILED, ip=ip, node=node, diagnostics=states.LOST)
         if slurm.state in states.LIVE_STATES:
-            if (directory / "lost").exists():  # its step ended without it (batch_script)
-                return Observation(ref, TaskPhase.FAILED, ip=ip, node=node, diagnostics=states.LOST)
             if not address:
                 return Observation(ref, TaskPhase.PENDING, diagnostics=f"starting on {slurm.nodes}")
             return Observation(

@@ -273,11 +273,13 @@ def test_an_exit_code_made_but_not_yet_written_is_no_end(
     That is a task still running while its wrapper lives, and one that disappeared once the
     wrapper is gone without writing it, never an unreadable exit code."""
     ref = launch(backend, "sleep 300\n")
-    (tmp_path / "tasks" / ref / "exit_code").touch()
-    assert backend.observe([ref])[ref].phase == TaskPhase.RUNNING
     rec = record(tmp_path / "tasks", ref)
     assert isinstance(rec["wrapper_pid"], int) and isinstance(rec["pgid"], int)
-    wait_for(lambda: own_group(rec["pgid"]))
+    # In its sandbox (its cgroups joined) first: a look at a task whose exit code is there
+    # reads its cgroups' counts and removes them, as the task has ended.
+    wait_for(lambda: sandbox_init(tmp_path / "tasks" / ref, rec["pgid"]) is not None)
+    (tmp_path / "tasks" / ref / "exit_code").touch()
+    assert backend.observe([ref])[ref].phase == TaskPhase.RUNNING
     os.killpg(rec["wrapper_pid"], signal.SIGKILL)
     os.killpg(rec["pgid"], signal.SIGKILL)
     wait_for(lambda: backend.observe([ref])[ref].phase != TaskPhase.RUNNING)
