@@ -15,6 +15,7 @@ import pytest
 from backends.base import TaskPhase
 from backends.exits import describe_exit
 from backends.local import LocalBackend, LocalBackendError, cgroups, disk
+from backends.local import backend as local_backend
 from backends.local.sandbox import SandboxConfig, sandbox_init
 from tests.support.local_tasks import record_pid, task, wait_until_ended, without_pids
 from tests.waiting import wait_for
@@ -66,6 +67,44 @@ def test_a_task_runs_in_a_cgroup_of_its_memory_cpu_and_pids(tmp_path: Path):
             assert (root / "pids/portal-tasks" / name / "pids.max").read_text() == "300\n"
     finally:
         backend.stop([ref])
+
+
+@as_root
+def test_the_cgroup_lock_is_taken_early_by_rejoining_the_cgroup_one_is_in(tmp_path: Path):
+    """A task's join waits for the kernel's cgroup lock; the launch takes it first, on a thread,
+    by writing the worker into its own cgroup, which moves nothing."""
+    backend = LocalBackend(tmp_path / "tasks")
+    own = cgroups.own_procs(backend.hierarchy)
+    assert own is not None and own.is_file()
+    where = Path("/proc/self/cgroup").read_text()
+    assert cgroups.rejoin(own)
+    assert Path("/proc/self/cgroup").read_text() == where
+    assert os.getpid() in {int(pid) for pid in own.read_text().split()}
+
+
+@as_root
+def test_a_sandboxed_launch_takes_the_cgroup_lock_before_it_starts_the_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    steps, warmed = [], []
+    warm, spawn = cgroups.warm_attach, local_backend.spawn_detached
+
+    def warm_attach(hierarchy: cgroups.Hierarchy) -> object:
+        steps.append("lock")
+        warmed.append(warm(hierarchy))
+        return warmed[-1]
+
+    def spawn_detached(*args: object, **kwargs: object) -> tuple[int, int | None]:
+        steps.append("start")
+        return spawn(*args, **kwargs)
+
+    monkeypatch.setattr(cgroups, "warm_attach", warm_attach)
+    monkeypatch.setattr(local_backend, "spawn_detached", spawn_detached)
+    backend = LocalBackend(tmp_path / "tasks")
+    ref = backend.launch(task("true"))
+    assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
+    assert steps == ["lock", "start"]
+    assert warmed[0] is not None and warmed[0].result(10) is True
 
 
 def test_the_v2_files_of_a_task_are_written_as_the_kernel_reads_them(tmp_path: Path):
