@@ -118,6 +118,10 @@ def portal_process(args: list[str], **env: str) -> Iterator[subprocess.Popen[byt
         "REDIS_URL": settings.REDIS_URL,
         "SECRET_KEY": settings.SECRET_KEY,
         "LOCAL_TASK_ROOT": str(settings.LOCAL_TASK_ROOT),
+        # The tests' own firewall table and task uids (tests/conftest.py): not those of a
+        # portal of this machine's, whose table the tests' cleanup would never remove.
+        "LOCAL_FIREWALL_TABLE": settings.LOCAL_FIREWALL_TABLE,
+        "LOCAL_TASK_UID_BASE": str(settings.LOCAL_TASK_UID_BASE),
         "CELERY_TASK_ALWAYS_EAGER": "False",
         **env,
     }
