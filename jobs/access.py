@@ -60,14 +60,15 @@ def job_for(user: AbstractBaseUser | AnonymousUser, username: str, name: str) ->
 def named_job(jobs: QuerySet[Job], username: str, name: str) -> Job:
     """The job ``username~name`` among ``jobs`` (with its owner and virtual cluster), else
     Http404."""
-    job = (
-        jobs.select_related("owner", "virtual_cluster")
-        .filter(owner__username=username, name=name)
-        .first()
-    )
+    job = jobs.select_related("owner", "virtual_cluster").filter(named(username, name)).first()
     if job is None:
         raise Http404(f"no job {username}~{name}")
     return job
+
+
+def named(username: str, name: str) -> Q:
+    """The filter of the job ``username~name``."""
+    return Q(owner__username=username, name=name)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,11 @@ class JobView:
 
 def job_view_for(user: AbstractBaseUser | AnonymousUser, username: str, name: str) -> JobView:
     """The job ``username~name`` when ``user`` may at least list it, else Http404."""
-    job = named_job(listable_jobs(user), username, name)
+    return view_of(user, named_job(listable_jobs(user), username, name))
+
+
+def view_of(user: AbstractBaseUser | AnonymousUser, job: Job) -> JobView:
+    """``job`` as ``user``, who may list it, sees it."""
     return JobView(job, full=is_admin(user) or job.owner_id == user.pk)
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Subquery
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -12,7 +13,7 @@ from rest_framework.views import APIView
 
 from apikit.openapi import ERRORS, ErrorSerializer
 from jobs import lifecycle
-from jobs.access import job_view_for
+from jobs.access import JobView, job_view_for, listable_jobs, named, view_of
 from jobs.api.actions import pending_attempt
 from jobs.api.listing import list_jobs
 from jobs.api.openpai import api_base_url, job_detail
@@ -123,25 +124,38 @@ class JobDetailView(APIView):
     def get(
         self, request: Request, username: str, name: str, attempt: int | None = None
     ) -> Response:
-        seen = job_view_for(request.user, username, name)
-        job = seen.job
-        attempts = JobAttempt.objects.filter(job=job)
-        newest = attempts.order_by("-number")
         if attempt is None:
-            # What a client polling a job reads: its latest attempt's tasks and the attempt in
-            # one query (each attempt starts with its tasks); the attempt alone where none is.
-            latest = newest.values("id")[:1]
-            tasks = list(Task.objects.filter(attempt=Subquery(latest)).select_related("attempt"))
-            current = tasks[0].attempt if tasks else newest.first()
+            seen, current, tasks = latest_of(request.user, username, name)
         else:
-            current = newest.first()
-            if attempt == pending_attempt(job, [current] if current else []):
+            seen = job_view_for(request.user, username, name)
+            attempts = JobAttempt.objects.filter(job=seen.job)
+            current = attempts.order_by("-number").first()
+            if attempt == pending_attempt(seen.job, [current] if current else []):
                 current = None  # OpenPAI answers a waiting job's next attempt: no task yet
             else:
                 current = get_object_or_404(attempts, number=attempt)
             tasks = list(current.tasks.all()) if current else []
         base_url = api_base_url(request)
-        return Response(job_detail(job, current, tasks, full=seen.full, base_url=base_url))
+        return Response(job_detail(seen.job, current, tasks, full=seen.full, base_url=base_url))
+
+
+def latest_of(
+    user: AbstractBaseUser | AnonymousUser, username: str, name: str
+) -> tuple[JobView, JobAttempt | None, list[Task]]:
+    """What a client polling a job reads: the tasks of its latest attempt with the attempt and
+    the job, in one query (each attempt starts with its tasks); the job and then its attempt
+    where there is no task yet. Http404 where ``user`` may not list the job."""
+    jobs_named = listable_jobs(user).filter(named(username, name))  # none or one
+    latest = JobAttempt.objects.filter(job__in=jobs_named).order_by("-number").values("id")[:1]
+    tasks = list(
+        Task.objects.filter(attempt=Subquery(latest)).select_related(
+            "attempt__job__owner", "attempt__job__virtual_cluster"
+        )
+    )
+    if tasks:
+        return view_of(user, tasks[0].attempt.job), tasks[0].attempt, tasks
+    seen = job_view_for(user, username, name)
+    return seen, seen.job.attempts.order_by("-number").first(), []
 
 
 class JobSchemaView(APIView):

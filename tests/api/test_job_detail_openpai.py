@@ -153,6 +153,23 @@ def attempt_reads(queries: CaptureQueriesContext) -> list[str]:
     return [q["sql"] for q in queries if "jobs_jobattempt" in q["sql"] or "jobs_task" in q["sql"]]
 
 
+def test_polling_a_job_that_runs_costs_one_query(admin, alice):
+    """A client polling a running job reads the job, its latest attempt and that attempt's
+    tasks in one query; a user who is not an admin first reads which virtual clusters they may
+    list jobs of."""
+    job_with_tasks(admin, "mine")
+    with CaptureQueriesContext(connection) as queries:
+        status = client_for(admin).get("/api/v2/jobs/admin~mine").json()
+    assert len(queries) == 1, [q["sql"] for q in queries]
+    assert status["jobStatus"]["attemptState"] == "RUNNING"
+    assert status["taskRoles"]["main"]["taskStatuses"][0]["containerIp"] == "10.0.0.5"
+    job_with_tasks(alice)
+    with CaptureQueriesContext(connection) as queries:
+        status = client_for(alice).get(URL).json()
+    assert len(queries) == 2, [q["sql"] for q in queries]
+    assert status["jobStatus"]["username"] == "alice"
+
+
 def test_getJob_reads_the_latest_attempt_with_its_tasks_in_one_query(alice):
     """What a client polling a job's status costs the portal: one query for its latest
     attempt and that attempt's tasks (a second only for a job with no attempt yet), whatever
