@@ -31,8 +31,10 @@ from typing import Any
 # so a stop signal to the task never reaches it) copies at most ``$1`` bytes into the log file.
 # Past that it writes the cap line once and reads on to the end, dropping what comes: the task
 # keeps running and never gets SIGPIPE. ``head`` stops after cap + 1 bytes, which says whether
-# the output went past the cap (the log is then cut back to the cap), and writes what each read
-# brings at once (``stdbuf -o0``: else stdio held back the last 4 KiB of a live log's tail).
+# the output went past the cap (the log is then cut back to the cap; an empty log, as most
+# tasks' stderr, is not measured: ``wc`` and its subshell are two processes of each task's end),
+# and writes what each read brings at once (``stdbuf -o0``: else stdio held back the last 4 KiB
+# of a live log's tail).
 # The wrapper starts in a directory the launch has just made, with the two pipes in it (made by
 # the launch: nothing of an earlier run there), and reads small files with the shell's own
 # ``read``: each command it runs costs the machine one to four milliseconds of CPU per task
@@ -59,7 +61,7 @@ task_path=$PATH  # the task's own, given back to it below; the wrapper's tools c
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 cap() {
   stdbuf -o0 head -c $(($1 + 1)) >"$2"
-  if [ "$(wc -c <"$2")" -gt "$1" ]; then
+  if [ -s "$2" ] && [ "$(wc -c <"$2")" -gt "$1" ]; then
     truncate -s "$1" "$2"
     printf '\\n[portal] log capped at %s bytes: the rest of the output was dropped\\n' "$1" >>"$2"
     cat >/dev/null
