@@ -468,8 +468,8 @@ def signal_group(record: TaskRecord, sig: signal.Signals) -> None:
     try:
         os.killpg(record.pgid, sig)
     except ProcessLookupError:
-        if is_alive(record.pid, record.start_time):
+        if record.pid is not None and is_alive(record.pid, record.start_time):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(record.pgid, sig)
+                os.kill(record.pid, sig)
     except PermissionError:
         pass
