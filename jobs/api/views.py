@@ -143,8 +143,9 @@ def latest_of(
     user: AbstractBaseUser | AnonymousUser, username: str, name: str
 ) -> tuple[JobView, JobAttempt | None, list[Task]]:
     """What a client polling a job reads: the tasks of its latest attempt with the attempt and
-    the job, in one query (each attempt starts with its tasks); the job and then its attempt
-    where there is no task yet. Http404 where ``user`` may not list the job."""
+    the job, in one query (each attempt starts with its tasks). Where there was no task yet,
+    the job, then its attempt, then that attempt's tasks: an attempt that started after the
+    first read comes with its tasks. Http404 where ``user`` may not list the job."""
     jobs_named = listable_jobs(user).filter(named(username, name))  # none or one
     latest = JobAttempt.objects.filter(job__in=jobs_named).order_by("-number").values("id")[:1]
     tasks = list(
@@ -155,7 +156,8 @@ def latest_of(
     if tasks:
         return view_of(user, tasks[0].attempt.job), tasks[0].attempt, tasks
     seen = job_view_for(user, username, name)
-    return seen, seen.job.attempts.order_by("-number").first(), []
+    current = seen.job.attempts.order_by("-number").first()
+    return seen, current, list(current.tasks.all()) if current else []
 
 
 class JobSchemaView(APIView):

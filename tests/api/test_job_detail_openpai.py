@@ -3,12 +3,15 @@ getJobAttempts, getJobEvents, getJobSshInfo)."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobs import exitspec, lifecycle
+from jobs.access import job_view_for
 from jobs.models import Job, JobAttempt, Task
 from jobs.plugins.ssh.keys import job_keys
 from tests.api.helpers import client_for, job_with_tasks
@@ -191,3 +194,21 @@ def test_getJob_reads_the_latest_attempt_with_its_tasks_in_one_query(alice):
     assert len(attempt_reads(queries)) == 2
     assert status["jobStatus"]["attemptId"] is None
     assert status["taskRoles"]["main"]["taskStatuses"] == []
+
+
+def test_a_job_that_starts_between_the_polls_reads_is_shown_with_its_tasks(alice):
+    """The scheduler starts the job after the poll found no task and before it reads the job
+    again: the job is shown RUNNING with its attempt's tasks, never RUNNING with none."""
+    waiting = lifecycle.submit(alice, hello_job())
+
+    def start_then_read(*args):
+        attempt = JobAttempt.objects.create(job=waiting, number=0, key="k", state="RUNNING")
+        Task.objects.create(attempt=attempt, role="main", index=0, state="RUNNING", ip="10.0.0.7")
+        Job.objects.filter(pk=waiting.pk).update(state="RUNNING")
+        return job_view_for(*args)
+
+    with mock.patch("jobs.api.views.job_view_for", start_then_read):
+        status = client_for(alice).get(URL).json()
+    assert status["jobStatus"]["state"] == "RUNNING"
+    (task,) = status["taskRoles"]["main"]["taskStatuses"]
+    assert task["containerIp"] == "10.0.0.7"
