@@ -28,6 +28,7 @@ import select
 import struct
 import threading
 from collections.abc import Iterator
+from errno import ENOENT
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,8 @@ def inotify_on(directory: Path) -> int:
     if libc.inotify_add_watch(fd, os.fsencode(directory), mask) < 0:
         errno = ctypes.get_errno()
         os.close(fd)
+        if errno == ENOENT:  # removed since it was made
+            raise WatchLost(f"{directory} was removed before it could be watched")
         raise OSError(errno, f"cannot watch {directory}")
     return fd
 
@@ -100,12 +103,17 @@ def ended_batches(root: Path, stop: threading.Event | None = None) -> Iterator[l
 
 
 def first_names(directory: Path) -> list[str]:
+    """Up to ``BATCH`` names in ``directory``; its removal (before inotify reports it) is a lost
+    watch like the event."""
     names: list[str] = []
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            names.append(entry.name)
-            if len(names) >= BATCH:
-                break
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                names.append(entry.name)
+                if len(names) >= BATCH:
+                    break
+    except FileNotFoundError as exc:
+        raise WatchLost("the directory of ended tasks was removed") from exc
     return names
 
 

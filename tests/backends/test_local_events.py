@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from backends import ended
 from backends.base import TaskPhase, WatchedChanges
 from backends.ended import ENDED_DIR, WatchLost, ended_marker
 from backends.local import LocalBackend
@@ -139,3 +140,21 @@ def test_the_listener_stops_when_its_directory_goes_away(backend):
     shutil.rmtree(backend.root / ENDED_DIR)
     thread.join(30)
     assert not thread.is_alive() and len(errors) == 1
+
+
+def test_a_directory_removed_before_the_listener_reads_it_is_a_lost_watch(tmp_path, monkeypatch):
+    """The removal can come before inotify reports it: between the watch and the first read of
+    the directory, or before the watch is set. Either way the listener says its watch is lost
+    (what the supervisor restarts on), not a stray FileNotFoundError."""
+    watch = ended.inotify_on
+
+    def watch_then_remove(directory):
+        fd = watch(directory)
+        shutil.rmtree(directory)
+        return fd
+
+    monkeypatch.setattr(ended, "inotify_on", watch_then_remove)
+    with pytest.raises(WatchLost):
+        next(ended.ended_batches(tmp_path, threading.Event()))
+    with pytest.raises(WatchLost):
+        watch(tmp_path / "never made")
