@@ -27,6 +27,7 @@ from jobs.states import FINAL_JOB_STATES, JobState, TaskState
 from tests.runtime.test_openpai_features import outputs
 from tests.runtime.test_openpai_features import submit as submit_feature
 from tests.support.compose import BUILDER, run
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -234,10 +235,8 @@ def test_the_terminal_opens_in_a_task_and_a_job_slurm_holds_says_why(
     sbatch = ["sbatch", "--parsable", "--ntasks=3", "--chdir=/tmp", "--wrap=sleep 300"]
     other = client.run(sbatch).strip()
     try:
-        deadline = time.monotonic() + 60
-        while (state := client.run(["squeue", "-h", "-j", other, "-o", "%T"])) != "RUNNING\n":
-            assert time.monotonic() < deadline, f"the other user's job {other} is {state}"
-            time.sleep(0.2)
+        squeue = ["squeue", "-h", "-j", other, "-o", "%T"]
+        wait_for(lambda: client.run(squeue).strip() == "RUNNING", timeout=60, step=0.2)
         second = submit(alice, "second", worker=one)
         run_until(
             slurm,
