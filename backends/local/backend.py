@@ -136,7 +136,6 @@ class LocalBackend:
             sandboxed = is_sandboxed(self.sandbox, task)
             if sandboxed:
                 self._refuse_unlimited(task)
-                cgroups.warm_attach(self.hierarchy)  # for the task's join, soon
             script = script_of(self.sandbox, task, sandboxed)
             old = TaskRecord.load(control / "task.json")
             if old is not None and read_text(control / "bootstrap.sh") == script:

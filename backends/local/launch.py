@@ -106,6 +106,7 @@ def sandbox_command(
     procs = cgroups.create(
         hierarchy, ref, cgroups.Limits(task.memory_mb, task.cpu, config.pids_max)
     )
+    cgroups.warm_attach(hierarchy)  # for the task's join, soon
     limits = sandbox.rlimits(task.memory_mb, config.nofile, "memory" in hierarchy.controllers)
     bootstrap = control / "bootstrap.sh"
     storage = config.image_storage

@@ -83,11 +83,17 @@ def test_the_cgroup_lock_is_taken_early_by_rejoining_the_cgroup_one_is_in(tmp_pa
 
 
 @as_root
-def test_a_sandboxed_launch_takes_the_cgroup_lock_before_it_starts_the_task(
+def test_a_sandboxed_launch_takes_the_cgroup_lock_after_making_the_cgroups_and_before_the_task(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
+    """Making a cgroup waits for the lock while the rejoin holds it: taken before the task's
+    cgroups are made, the rejoin's wait would be the launch's (and the pass's) again."""
     steps, warmed = [], []
-    warm, spawn = cgroups.warm_attach, local_backend.spawn_detached
+    create, warm, spawn = cgroups.create, cgroups.warm_attach, local_backend.spawn_detached
+
+    def made(*args: object, **kwargs: object) -> list[Path]:
+        steps.append("cgroups")
+        return create(*args, **kwargs)  # type: ignore[arg-type]
 
     def warm_attach(hierarchy: cgroups.Hierarchy) -> object:
         steps.append("lock")
@@ -98,12 +104,13 @@ def test_a_sandboxed_launch_takes_the_cgroup_lock_before_it_starts_the_task(
         steps.append("start")
         return spawn(*args, **kwargs)
 
+    monkeypatch.setattr(cgroups, "create", made)
     monkeypatch.setattr(cgroups, "warm_attach", warm_attach)
     monkeypatch.setattr(local_backend, "spawn_detached", spawn_detached)
     backend = LocalBackend(tmp_path / "tasks")
     ref = backend.launch(task("true"))
     assert wait_until_ended(backend, ref) == TaskPhase.SUCCEEDED
-    assert steps == ["lock", "start"]
+    assert steps == ["cgroups", "lock", "start"]
     assert warmed[0] is not None and warmed[0].result(10) is True
 
 
