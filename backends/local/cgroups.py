@@ -119,8 +119,8 @@ def _v1_parent(root: Path, controller: str) -> Path | None:
 # task's join then waits for what is left of it. Not before they are made: the rejoin holds the
 # kernel's cgroup mutex while it waits, and making a cgroup (a mkdir) takes that mutex, so the
 # launch, inside the serial pass, would wait out the grace period instead of the task (300 jobs
-# at one job per CPU: 18.0 and 19.3 s against 22.4 and 21.4 s). The task's own join is
-# unchanged: this only comes first.
+# at one job per CPU, four runs each taken in turn: 18.0-20.9 s against 21.4-22.6 s). The
+# task's own join is unchanged: this only comes first.
 REJOIN_CALLS = ThreadPoolExecutor(1, thread_name_prefix="cgroup-rejoin")
 
 
