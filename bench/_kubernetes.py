@@ -64,6 +64,7 @@ def populate_running(
 
     from backends.kubernetes import manifests as m
     from clusters.models import VirtualCluster
+    from jobs.lifecycle.launch import attempt_key
     from jobs.models import Job, JobAttempt, Task
     from protocol import load_job
 
@@ -77,7 +78,7 @@ def populate_running(
         for i in range(tasks // PER_JOB)
     )  # fmt: skip
     attempts = JobAttempt.objects.bulk_create(
-        JobAttempt(job=job, number=0, key=f"job{job.id}-a0", created_at=now) for job in jobs
+        JobAttempt(job=job, number=0, key=attempt_key(job, 0), created_at=now) for job in jobs
     )
     rows = []
     for attempt in attempts:

@@ -4,9 +4,10 @@ waiting task to the backend (``launch``) with its script and environment."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import defaultdict
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
@@ -69,9 +70,19 @@ def shapes(protocol: dict[str, Any]) -> list[TaskShape]:
     ]
 
 
+def attempt_key(job: Job, number: int) -> str:
+    """``job<id>-<tag>-a<number>``, which names the attempt's tasks on the cluster (their
+    directories, pods, Slurm jobs). The tag comes from the job's creation time: a database
+    started afresh gives its ids from 1 again, and its jobs must not take the tasks an old
+    database's jobs left there (the same key and script read as "already launched")."""
+    created = f"{job.id}:{job.created_at.astimezone(UTC):%Y%m%d%H%M%S%f}"
+    tag = hashlib.sha1(created.encode(), usedforsecurity=False).hexdigest()[:6]
+    return f"job{job.id}-{tag}-a{number}"
+
+
 def new_attempt(job: Job, number: int, backend: Backend, now: datetime) -> AttemptRows:
     """Attempt ``number`` of ``job`` with its tasks placed by the backend, not yet saved."""
-    key = f"job{job.id}-a{number}"
+    key = attempt_key(job, number)
     task_shapes = shapes(job.protocol)
     placements = backend.place(key, task_shapes)
     attempt = JobAttempt(job=job, number=number, key=key, created_at=now)

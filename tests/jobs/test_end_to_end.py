@@ -8,11 +8,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from django.db import transaction
 
 from jobs import lifecycle
 from jobs.lifecycle import passes
 from jobs.lifecycle.passes import run_pass
-from jobs.models import Job, Task
+from jobs.models import Job, JobAttempt, JobEvent, Task
 from jobs.states import JobState, TaskState
 from tests.clusters.helpers import job_text
 from tests.jobs.helpers import env_of, reconcile_until, settle
@@ -246,7 +247,7 @@ def test_two_passes_at_once_launch_each_task_once(alice, backend):
     with ThreadPoolExecutor(4) as pool:
         launched = sum(pool.map(lambda _: one_pass(), range(4)))
     assert launched <= 3
-    dirs = [p for p in (Path(backend.root) / f"job{job.id}-a0").iterdir()]
+    dirs = [p for p in (Path(backend.root) / JobAttempt.objects.get(job=job).key).iterdir()]
     assert len(dirs) == 3
     settle(backend, job)
 
@@ -262,3 +263,25 @@ def test_tasks_are_found_again_by_a_new_backend_after_a_restart(alice, backend, 
     job = settle(restarted, job)
     assert job.state == JobState.SUCCEEDED
     assert os.path.isdir(settings.LOCAL_TASK_ROOT)
+
+
+def test_a_database_started_afresh_does_not_take_an_old_jobs_task_for_its_own(alice, backend):
+    # Ids start again at 1 in a new database, while the task root may still hold the old jobs'
+    # directories (cleanup keeps a finished task's for a while): a job given an old job's id
+    # and the same script must run, not be reported with the old task's end and log.
+    text = job_text("again", command="date +%s%N")
+    old = settle(backend, lifecycle.submit(alice, text))
+    old_task = Task.objects.get(attempt__job=old)
+    old_log = backend.read_log(old_task.backend_ref, "stdout")
+    Job.objects.filter(id=old.id).delete()
+    new = lifecycle.submit(alice, text)
+    with transaction.atomic():  # the new job takes the old one's id, as in a new database
+        JobEvent.objects.filter(job_id=new.id).update(job_id=old.id)
+        Job.objects.filter(id=new.id).update(id=old.id)
+
+    new = settle(backend, Job.objects.get(id=old.id))
+
+    assert new.state == JobState.SUCCEEDED
+    new_task = Task.objects.get(attempt__job=new)
+    assert new_task.backend_ref != old_task.backend_ref
+    assert backend.read_log(new_task.backend_ref, "stdout") not in (b"", old_log)

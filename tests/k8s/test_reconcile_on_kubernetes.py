@@ -13,7 +13,7 @@ from test_kubernetes_backend import running, terminated
 from backends.base import BackendUnavailable
 from jobs import lifecycle
 from jobs.lifecycle.passes import reconcile, run_pass
-from jobs.models import Job, Task
+from jobs.models import Job, JobAttempt, Task
 from jobs.states import JobState, TaskState
 from tests.support.fake_cluster import FakeCluster, strings
 
@@ -54,12 +54,10 @@ def test_a_job_runs_on_pods_that_name_their_peers_by_dns(alice, k8s, cluster: Fa
     report = run_pass(k8s)
     assert report.launched == 3
     tasks = tasks_of(job)
-    assert tasks["worker-1"].ip == f"worker-1.pai-job{job.id}-a0"
+    key = JobAttempt.objects.get(job=job).key
+    assert tasks["worker-1"].ip == f"worker-1.pai-{key}"
     script = cluster.objects[("secrets", "default", pod_of(tasks["ps_server-0"]))]
-    assert (
-        f"export PAI_HOST_IP_worker_1=worker-1.pai-job{job.id}-a0"
-        in (strings(script)["bootstrap.sh"])
-    )
+    assert f"export PAI_HOST_IP_worker_1=worker-1.pai-{key}" in (strings(script)["bootstrap.sh"])
     for manifest in cluster.created:
         kubernetes_validate.validate(manifest, desired_version="1.30", strict=True)
 
