@@ -266,8 +266,8 @@ def test_tasks_are_found_again_by_a_new_backend_after_a_restart(alice, backend, 
 
 
 def test_a_database_started_afresh_does_not_take_an_old_jobs_task_for_its_own(alice, backend):
-    # Ids start again at 1 in a new database, while the task root may still hold the old jobs'
-    # directories (cleanup keeps a finished task's for a while): a job given an old job's id
+    # Ids start again at 1 in a new database, while the task root (or the cluster) may still
+    # hold the old jobs' tasks until a cleanup finds them unknown: a job given an old job's id
     # and the same script must run, not be reported with the old task's end and log.
     text = job_text("again", command="date +%s%N")
     old = settle(backend, lifecycle.submit(alice, text))
