@@ -18,13 +18,14 @@ from jobs.api.task_views import (
 from jobs.api.usage_views import JobUsageView
 from jobs.api.vcs import VirtualClustersView, VirtualClusterView
 from jobs.api.views import JobDetailView, JobSchemaView, JobsView
+from jobs.api.waiting import waiting
 
 urlpatterns = [
     path("virtual-clusters", VirtualClustersView.as_view(), name="api-virtual-clusters"),
     path("virtual-clusters/<str:name>", VirtualClusterView.as_view(), name="api-virtual-cluster"),
     path("jobs", JobsView.as_view(), name="api-jobs"),
     path("job-protocol/schema.json", JobSchemaView.as_view(), name="api-job-schema"),
-    path("jobs/<username:username>~<str:name>", JobDetailView.as_view(), name="api-job"),
+    path("jobs/<username:username>~<str:name>", waiting(JobDetailView.as_view()), name="api-job"),
     path(
         "jobs/<username:username>~<str:name>/attempts/<int:attempt>",
         JobDetailView.as_view(),

@@ -25,6 +25,7 @@ from jobs.api.serializers import (
     JobSummarySerializer,
     SubmittedSerializer,
 )
+from jobs.api.waiting import MAX_WAIT_SECONDS, wait_seconds
 from jobs.models import JobAttempt, Task
 from protocol import json_schema
 
@@ -117,14 +118,24 @@ class JobsView(APIView):
         )
 
 
+WAIT = (
+    f"seconds (0 to {MAX_WAIT_SECONDS}) to wait for the job to finish before answering: the"
+    " answer comes when it has, or when they have passed; the job's latest attempt only"
+)
+
+
 class JobDetailView(APIView):
     permission_classes = [SignedInOrAnonymousStatus]
 
-    @extend_schema(responses={200: JobDetailSerializer, **ERRORS})
+    @extend_schema(
+        parameters=[OpenApiParameter("wait", int, description=WAIT)],
+        responses={200: JobDetailSerializer, **ERRORS},
+    )
     def get(
         self, request: Request, username: str, name: str, attempt: int | None = None
     ) -> Response:
         if attempt is None:
+            wait_seconds(request.query_params)  # 400 here; jobs.api.waiting waits
             seen, current, tasks = latest_of(request.user, username, name)
         else:
             seen = job_view_for(request.user, username, name)

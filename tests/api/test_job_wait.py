@@ -1,0 +1,151 @@
+"""A script waits for its job in one request (``GET /api/v2/jobs/<user>~<name>?wait=<seconds>``),
+as ``sbatch --wait`` does: answered once the job has finished, through the real web server and
+the real Redis, holding none of the process's database connections while it waits; with Redis
+gone it still answers; a bad ``wait`` is a 400 naming it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import redis
+import requests
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.test import AsyncClient
+
+from accounts.models import ApiToken
+from jobs import lifecycle
+from jobs.api import waiting
+from jobs.lifecycle.finish import finish_job
+from jobs.models import Job
+from jobs.news import group_name
+from jobs.states import JobState
+from tests.jobs.samples import hello_job
+from tests.support.servers import RedisServer, web_server
+
+pytestmark = pytest.mark.django_db(transaction=True)
+WAITERS = 12  # more than a web server process's database connections (its pool's 10)
+
+
+def layer_prefix() -> str:
+    return str(settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"])
+
+
+def listening(redis_url: str, job: Job) -> int:
+    """How many waits (or pages) listen to ``job``'s news in that Redis."""
+    key = f"{layer_prefix()}:group:{group_name(job.id)}"
+    return int(redis.Redis.from_url(redis_url).zcard(key))
+
+
+def until(condition, what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_waits_are_answered_when_the_job_finishes_and_hold_no_database_connection(alice, tmp_path):
+    job = lifecycle.submit(alice, hello_job("long"))  # no worker: it waits until failed below
+    token = ApiToken.objects.issue(alice, 3600)[1]
+    headers = {"Authorization": f"Bearer {token}"}
+    with web_server(tmp_path / "server.log", CHANNEL_LAYER_PREFIX=layer_prefix()) as base:
+        url = f"{base}/api/v2/jobs/alice~long"
+
+        def wait(_: int) -> requests.Response:  # answered long before the wait's 60 s
+            return requests.get(url, params={"wait": 60}, headers=headers, timeout=40)
+
+        with ThreadPoolExecutor(WAITERS) as pool:
+            answers = pool.map(wait, range(WAITERS))
+            until(lambda: listening(settings.REDIS_URL, job) == WAITERS, "the waits listen")
+            # Another request still gets a connection: the pool would hand it none for 10 s.
+            plain = requests.get(url, headers=headers, timeout=5)
+            assert plain.status_code == 200
+            assert plain.json()["jobStatus"]["state"] == "WAITING"
+            assert finish_job(job, JobState.FAILED, "failed by the test")
+            states = [(a.status_code, a.json()["jobStatus"]["state"]) for a in answers]
+    assert states == [(200, "FAILED")] * WAITERS
+    assert listening(settings.REDIS_URL, job) == 0  # each left its job's group
+
+
+def test_a_wait_still_ends_when_redis_stops_under_it(alice, tmp_path):
+    job = lifecycle.submit(alice, hello_job("long"))
+    token = ApiToken.objects.issue(alice, 3600)[1]
+    own_redis = RedisServer()
+    own_redis.start()
+    try:
+        server = web_server(
+            tmp_path / "server.log", REDIS_URL=own_redis.url, CHANNEL_LAYER_PREFIX=layer_prefix()
+        )
+        with server as base, ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(
+                requests.get,
+                f"{base}/api/v2/jobs/alice~long?wait=60",
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=40,
+            )
+            until(lambda: listening(own_redis.url, job) == 1, "the wait listens")
+            own_redis.stop()
+            assert finish_job(job, JobState.FAILED, "failed by the test")  # no news sent
+            assert answer.result().json()["jobStatus"]["state"] == "FAILED"
+    finally:
+        own_redis.stop()
+    assert "the channel layer failed" in (tmp_path / "server.log").read_text()
+
+
+class Client:
+    """alice's token on Django's in-process ASGI client."""
+
+    def __init__(self, token: str) -> None:
+        self.client, self.headers = AsyncClient(), {"Authorization": f"Bearer {token}"}
+
+    async def get(self, path: str):
+        return await self.client.get(path, headers=self.headers)
+
+
+@pytest.fixture
+def client(alice) -> Client:
+    return Client(ApiToken.objects.issue(alice, 3600)[1])
+
+
+@pytest.mark.asyncio
+async def test_a_finished_job_is_answered_at_once_as_without_wait(alice, client):
+    job = await sync_to_async(lifecycle.submit)(alice, hello_job("done"))
+    await sync_to_async(finish_job)(job, JobState.FAILED, "failed by the test")
+    plain = await client.get("/api/v2/jobs/alice~done")
+    waited = await asyncio.wait_for(client.get("/api/v2/jobs/alice~done?wait=60"), 20)
+    assert waited.status_code == plain.status_code == 200
+    assert waited.json() == plain.json()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [
+        ("61", "less than or equal to 60"),
+        ("-1", "greater than or equal to 0"),
+        ("soon", "whole number"),
+    ],
+)
+async def test_a_bad_wait_is_a_400_naming_it(alice, client, value, rule):
+    await sync_to_async(lifecycle.submit)(alice, hello_job("long"))
+    answer = await client.get(f"/api/v2/jobs/alice~long?wait={value}")
+    assert answer.status_code == 400
+    assert answer.json()["message"].startswith("wait: ")
+    assert rule in answer.json()["message"]
+
+
+@pytest.mark.asyncio
+async def test_a_job_that_is_not_there_is_a_404_at_once(client):
+    answer = await asyncio.wait_for(client.get("/api/v2/jobs/alice~nothing?wait=60"), 20)
+    assert answer.status_code == 404
+
+
+@pytest.mark.asyncio
+async def test_past_the_most_waits_at_once_a_wait_answers_at_once(alice, client, monkeypatch):
+    await sync_to_async(lifecycle.submit)(alice, hello_job("long"))
+    monkeypatch.setattr(waiting, "WAITERS_MAX", 0)
+    answer = await asyncio.wait_for(client.get("/api/v2/jobs/alice~long?wait=60"), 20)
+    assert answer.json()["jobStatus"]["state"] == "WAITING"
