@@ -5,8 +5,10 @@ beat) on the local backend, with a fresh PostgreSQL database ``bench_e2e`` (at `
 a redis-server of its own on a free port and a scratch ``PORTAL_VAR_DIR``; logs in as the admin
 and measures through the REST API (``POST /api/v2/jobs``, v2 YAML):
 
-- one trivial job, submit -> SUCCEEDED, polling the job every 10 ms: median of 10 (after one
-  warm-up job), with the quartiles as the noise;
+- one trivial job, submit -> SUCCEEDED, seen by a client that asks for the job every 10 ms and
+  by one that asks once and waits (``?wait=60``: answered once the job has finished, as
+  ``srun`` is told): median of 10 each, taken in turn (after one warm-up job each), with the
+  quartiles as the noise;
 - ``--jobs N`` (default 1000) trivial one-CPU jobs submitted by 8 concurrent clients, first
   submit to last finished (the jobs' ``completedTime``): once with the cluster's capacity as the
   local backend reports it (as many at once as there are CPUs), and once on a portal started
@@ -60,22 +62,27 @@ RUNS = 10
 SLURM_PIDS = ("/run/munge/munged.pid", "/run/slurmctld.pid", "/run/slurmd.pid")
 
 
-def one_job(api: Api, name: str) -> float:
-    """Submit a trivial job and poll it every 10 ms until it ends: the seconds it took."""
+def one_job(api: Api, name: str, waits: bool = False) -> float:
+    """Submit a trivial job, then ask for it every 10 ms until it has ended, or (``waits``) ask
+    once with ``?wait=60``: the seconds it took."""
     began = time.perf_counter()
     api.submit(name)
-    while (
-        state := api.call("GET", f"/api/v2/jobs/admin~{name}")[1]["jobStatus"]["state"]
-    ) not in FINISHED:
-        time.sleep(0.01)
+    path = f"/api/v2/jobs/admin~{name}" + ("?wait=60" if waits else "")
+    while (state := api.call("GET", path)[1]["jobStatus"]["state"]) not in FINISHED:
+        if not waits:
+            time.sleep(0.01)
     if state != "SUCCEEDED":
         raise RuntimeError(f"job {name} ended {state}")
     return time.perf_counter() - began
 
 
-def ours_single(api: Api) -> list[float]:
-    latencies = [one_job(api, f"single_{run}") for run in range(RUNS + 1)]
-    return latencies[1:]  # the first one warms up
+def ours_single(api: Api) -> tuple[list[float], list[float]]:
+    """One job at a time, polled and waited for in turn: the seconds each took."""
+    polled, waited = [], []
+    for run in range(RUNS + 1):
+        polled.append(one_job(api, f"single_{run}"))
+        waited.append(one_job(api, f"waited_{run}", waits=True))
+    return polled[1:], waited[1:]  # the first of each warms up
 
 
 def run_ours(jobs: int, marker: str) -> dict[str, Any]:
@@ -85,7 +92,7 @@ def run_ours(jobs: int, marker: str) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         port = start_portal(stack, marker)
         token = login(port)
-        single = ours_single(Api(port, token))
+        single, waited = ours_single(Api(port, token))
         total, per_second, most = ours_batch(port, token, jobs)
     with contextlib.ExitStack() as stack:
         port = start_portal(stack, marker, local_cpus=(os.cpu_count() or 1) * OVERSUBSCRIBED)
@@ -94,6 +101,7 @@ def run_ours(jobs: int, marker: str) -> dict[str, Any]:
         over, _, most_over = ours_batch(port, token, jobs)
     return {
         "single": single,
+        "waited": waited,
         "batch": total,
         "per_second": per_second,
         "most": most,
@@ -154,7 +162,8 @@ def report_ours(jobs: int, ours: dict[str, Any]) -> None:
     """Our figures, printed as soon as measured (Slurm's take minutes more)."""
     cpus = os.cpu_count()
     print(f"\n== ours: runportal, local backend, PostgreSQL, {cpus} CPUs")
-    print(f"one trivial job, submit -> SUCCEEDED: {spread(ours['single'])}")
+    print(f"one trivial job, submit -> SUCCEEDED, polled every 10 ms: {spread(ours['single'])}")
+    print(f"one trivial job, submit -> SUCCEEDED, waited for: {spread(ours['waited'])}")
     print(
         f"{jobs} one-CPU jobs by {CLIENTS} clients, first submit -> last finished: "
         f"{ours['batch']:.1f} s one job per CPU (at most {ours['most']} running at once), "
@@ -180,11 +189,15 @@ def report(jobs: int, ours: dict[str, Any] | None, slurm: dict[str, Any] | None,
     print(f"submissions per second with {CLIENTS} clients (sbatch): {slurm['per_second']:.1f} /s")
     if ours is None:
         return
-    o1, _, o3 = statistics.quantiles(ours["single"], n=4)
     s1, _, s3 = statistics.quantiles(slurm["single"], n=4)
-    single = statistics.median(ours["single"]) / statistics.median(slurm["single"])
     print("\n== ours / Slurm (times: above 1 is slower; submissions: below 1 is fewer)")
-    print(f"one trivial job: {single:.1f}x (from the quartiles: {o1 / s3:.1f}x to {o3 / s1:.1f}x)")
+    for runs, client in (("single", "polled every 10 ms"), ("waited", "waited for")):
+        o1, _, o3 = statistics.quantiles(ours[runs], n=4)
+        single = statistics.median(ours[runs]) / statistics.median(slurm["single"])
+        print(
+            f"one trivial job, {client}: {single:.1f}x "
+            f"(from the quartiles: {o1 / s3:.1f}x to {o3 / s1:.1f}x)"
+        )
     if "bench" in slurm:
         print(f"{jobs} jobs, one job per CPU: {ours['batch'] / slurm['bench']:.2f}x")
     print(f"{jobs} jobs, both oversubscribed: {ours['over'] / slurm['over']:.2f}x")
