@@ -245,6 +245,9 @@ REST_FRAMEWORK = {
     },
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+# Waits for a job's end at once per web server process (GET /api/v2/jobs/<job>?wait=): each
+# holds a thread; past it, a wait answers at once (jobs.api.waiting).
+API_WAITS_MAX = env_int("API_WAITS_MAX", 256, minimum=0)
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU portal API",
     "DESCRIPTION": "OpenPAI-compatible REST API.",

@@ -11,7 +11,7 @@ The wait listens to the job's news (``jobs.news``, over the channel layer, as th
 does) and reads the job's state again at each; without the channel layer (Redis down) it
 reads the state every ``POLL_SECONDS``. It holds no database connection while it waits (there
 are ten a process: ``portal.settings``), only its request's thread (the sync middleware's);
-past ``WAITERS_MAX`` waits at once in a process, a wait answers at once.
+past ``API_WAITS_MAX`` waits at once in a process, a wait answers at once.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django import forms
+from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from rest_framework.exceptions import ValidationError
@@ -35,7 +36,6 @@ from jobs.states import FINAL_JOB_STATES
 
 MAX_WAIT_SECONDS = 60  # within a proxy's usual read timeout (nginx's proxy_read_timeout: 60 s)
 POLL_SECONDS = 1.0
-WAITERS_MAX = 256  # per web server process
 log = logging.getLogger(__name__)
 waiters = 0  # waits now, in this process (only its event loop counts them)
 
@@ -62,7 +62,7 @@ def waiting(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
         seconds = wait_seconds(request.GET) if response.status_code == 200 else 0
         if not seconds or response.data.get("jobStatus", {}).get("state") in FINAL_JOB_STATES:
             return response
-        if waiters >= WAITERS_MAX:
+        if waiters >= settings.API_WAITS_MAX:
             log.warning(
                 "%s waits at once: a wait for %s~%s answers at once", waiters, username, name
             )

@@ -6,8 +6,10 @@ gone it still answers; a bad ``wait`` is a 400 naming it."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -18,7 +20,6 @@ from django.test import AsyncClient
 
 from accounts.models import ApiToken
 from jobs import lifecycle
-from jobs.api import waiting
 from jobs.lifecycle.finish import finish_job
 from jobs.models import Job
 from jobs.news import group_name
@@ -144,8 +145,37 @@ async def test_a_job_that_is_not_there_is_a_404_at_once(client):
 
 
 @pytest.mark.asyncio
-async def test_past_the_most_waits_at_once_a_wait_answers_at_once(alice, client, monkeypatch):
+async def test_past_the_most_waits_at_once_a_wait_answers_at_once(alice, client, settings):
     await sync_to_async(lifecycle.submit)(alice, hello_job("long"))
-    monkeypatch.setattr(waiting, "WAITERS_MAX", 0)
+    settings.API_WAITS_MAX = 0
     answer = await asyncio.wait_for(client.get("/api/v2/jobs/alice~long?wait=60"), 20)
     assert answer.json()["jobStatus"]["state"] == "WAITING"
+
+
+def test_a_client_that_goes_away_leaves_its_wait(alice, tmp_path):
+    """Its job's group loses it and the process's count of waits goes down: else the waits
+    of clients gone would add up to ``API_WAITS_MAX`` and every later wait answer at once."""
+    job = lifecycle.submit(alice, hello_job("long"))
+    token = ApiToken.objects.issue(alice, 3600)[1]
+    log = tmp_path / "server.log"
+    with web_server(log, CHANNEL_LAYER_PREFIX=layer_prefix(), API_WAITS_MAX="1") as base:
+        request = (
+            f"GET /api/v2/jobs/alice~long?wait=60 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {token}\r\n\r\n"
+        ).encode()
+        address = urlsplit(base)
+        with socket.create_connection((address.hostname, address.port), timeout=30) as gone:
+            gone.sendall(request)
+            until(lambda: listening(settings.REDIS_URL, job) == 1, "the wait listens")
+        until(lambda: listening(settings.REDIS_URL, job) == 0, "the wait is left")
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(
+                requests.get,
+                f"{base}/api/v2/jobs/alice~long?wait=60",
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=40,
+            )
+            until(lambda: listening(settings.REDIS_URL, job) == 1, "the next wait listens")
+            assert finish_job(job, JobState.FAILED, "failed by the test")
+            assert answer.result().json()["jobStatus"]["state"] == "FAILED"
+    assert "waits at once" not in log.read_text()
