@@ -41,6 +41,16 @@ def listening(redis_url: str, job: Job) -> int:
     return int(redis.Redis.from_url(redis_url).zcard(key))
 
 
+def long_wait(base: str, token: str) -> requests.Response:
+    """alice's job ``long``, waited for: at most 60 s, answered long before the client's 40."""
+    return requests.get(
+        f"{base}/api/v2/jobs/alice~long",
+        params={"wait": 60},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=40,
+    )
+
+
 def until(condition, what: str, seconds: float = 30) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -54,12 +64,8 @@ def test_waits_are_answered_when_the_job_finishes_and_hold_no_database_connectio
     headers = {"Authorization": f"Bearer {token}"}
     with web_server(tmp_path / "server.log", CHANNEL_LAYER_PREFIX=layer_prefix()) as base:
         url = f"{base}/api/v2/jobs/alice~long"
-
-        def wait(_: int) -> requests.Response:  # answered long before the wait's 60 s
-            return requests.get(url, params={"wait": 60}, headers=headers, timeout=40)
-
         with ThreadPoolExecutor(WAITERS) as pool:
-            answers = pool.map(wait, range(WAITERS))
+            answers = pool.map(long_wait, [base] * WAITERS, [token] * WAITERS)
             until(lambda: listening(settings.REDIS_URL, job) == WAITERS, "the waits listen")
             # Another request still gets a connection: the pool would hand it none for 10 s.
             plain = requests.get(url, headers=headers, timeout=5)
@@ -81,12 +87,7 @@ def test_a_wait_still_ends_when_redis_stops_under_it(alice, tmp_path):
             tmp_path / "server.log", REDIS_URL=own_redis.url, CHANNEL_LAYER_PREFIX=layer_prefix()
         )
         with server as base, ThreadPoolExecutor(1) as pool:
-            answer = pool.submit(
-                requests.get,
-                f"{base}/api/v2/jobs/alice~long?wait=60",
-                headers={"Authorization": f"Bearer {token}"},
-                timeout=40,
-            )
+            answer = pool.submit(long_wait, base, token)
             until(lambda: listening(own_redis.url, job) == 1, "the wait listens")
             own_redis.stop()
             assert finish_job(job, JobState.FAILED, "failed by the test")  # no news sent
@@ -169,12 +170,7 @@ def test_a_client_that_goes_away_leaves_its_wait(alice, tmp_path):
             until(lambda: listening(settings.REDIS_URL, job) == 1, "the wait listens")
         until(lambda: listening(settings.REDIS_URL, job) == 0, "the wait is left")
         with ThreadPoolExecutor(1) as pool:
-            answer = pool.submit(
-                requests.get,
-                f"{base}/api/v2/jobs/alice~long?wait=60",
-                headers={"Authorization": f"Bearer {token}"},
-                timeout=40,
-            )
+            answer = pool.submit(long_wait, base, token)
             until(lambda: listening(settings.REDIS_URL, job) == 1, "the next wait listens")
             assert finish_job(job, JobState.FAILED, "failed by the test")
             assert answer.result().json()["jobStatus"]["state"] == "FAILED"
