@@ -3,9 +3,11 @@
 A script that waits for its job, as ``sbatch --wait`` or ``kubectl wait`` do, asks once and is
 answered when the job has finished, or once ``wait`` seconds have passed, with the job's detail
 as without ``wait``; it asks again if it wants to wait longer. Without it, a script asks over
-and over: measured with ``bench/e2e.py``'s portal (2 CPUs), a client asking every 10 ms cost
-the web server 8 to 10 ms of CPU an answer, and one trivial job took 96.6 ms from submit to
-its end in the database with such a client against 84.8 ms with none (medians of 30).
+and over, and each answer costs the web server 8 to 10 ms of CPU (``bench/e2e.py``'s portal, 2
+CPUs): a script asking every second for an hour-long job asks 3,600 times. A waiting client is
+told of a trivial job's end about as soon as one asking every 10 ms (docs/speed.md), with one
+request. Signed-in callers wait; an anonymous one (``API_ANONYMOUS_JOB_STATUS``) is answered
+at once.
 
 The wait listens to the job's news (``jobs.news``, over the channel layer, as the job's page
 does) and reads the job's state again at each; without the channel layer (Redis down) it
@@ -61,6 +63,8 @@ def waiting(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
         response = await sync_to_async(view)(request, username=username, name=name)
         seconds = wait_seconds(request.GET) if response.status_code == 200 else 0
         if not seconds or response.data.get("jobStatus", {}).get("state") in FINAL_JOB_STATES:
+            return response
+        if not request.user.is_authenticated:
             return response
         if waiters >= settings.API_WAITS_MAX:
             log.warning(

@@ -175,3 +175,13 @@ def test_a_client_that_goes_away_leaves_its_wait(alice, tmp_path):
             assert finish_job(job, JobState.FAILED, "failed by the test")
             assert answer.result().json()["jobStatus"]["state"] == "FAILED"
     assert "waits at once" not in log.read_text()
+
+
+@pytest.mark.asyncio
+async def test_an_anonymous_caller_is_answered_at_once(alice, settings):
+    """It may read a job's status (``API_ANONYMOUS_JOB_STATUS``), not hold a wait."""
+    settings.API_ANONYMOUS_JOB_STATUS = True
+    await sync_to_async(lifecycle.submit)(alice, hello_job("long"))
+    answer = await asyncio.wait_for(AsyncClient().get("/api/v2/jobs/alice~long?wait=60"), 20)
+    assert answer.status_code == 200
+    assert answer.json()["jobStatus"]["state"] == "WAITING"
