@@ -6,7 +6,7 @@ a redis-server of its own on a free port and a scratch ``PORTAL_VAR_DIR``; logs 
 and measures through the REST API (``POST /api/v2/jobs``, v2 YAML):
 
 - one trivial job, submit -> SUCCEEDED, seen by a client that asks for the job every 10 ms and
-  by one that asks once and waits (``?wait=60``: answered once the job has finished, as
+  by one that asks once and waits (``?wait=50``: answered once the job has finished, as
   ``srun`` is told): median of 10 each, taken in turn (after one warm-up job each), with the
   quartiles as the noise;
 - ``--jobs N`` (default 1000) trivial one-CPU jobs submitted by 8 concurrent clients, first
@@ -64,10 +64,10 @@ SLURM_PIDS = ("/run/munge/munged.pid", "/run/slurmctld.pid", "/run/slurmd.pid")
 
 def one_job(api: Api, name: str, waits: bool = False) -> float:
     """Submit a trivial job, then ask for it every 10 ms until it has ended, or (``waits``) ask
-    once with ``?wait=60``: the seconds it took."""
+    once with ``?wait=50``: the seconds it took."""
     began = time.perf_counter()
     api.submit(name)
-    path = f"/api/v2/jobs/admin~{name}" + ("?wait=60" if waits else "")
+    path = f"/api/v2/jobs/admin~{name}" + ("?wait=50" if waits else "")
     while (state := api.call("GET", path)[1]["jobStatus"]["state"]) not in FINISHED:
         if not waits:
             time.sleep(0.01)

@@ -36,7 +36,7 @@ from jobs.models import Job
 from jobs.news import group_name
 from jobs.states import FINAL_JOB_STATES
 
-MAX_WAIT_SECONDS = 60  # within a proxy's usual read timeout (nginx's proxy_read_timeout: 60 s)
+MAX_WAIT_SECONDS = 50  # answered within a proxy's usual read timeout (nginx's: 60 s)
 POLL_SECONDS = 1.0
 log = logging.getLogger(__name__)
 waiters = 0  # waits now, in this process (only its event loop counts them)
@@ -47,7 +47,7 @@ class WaitForm(forms.Form):
 
 
 def wait_seconds(query: Any) -> int:
-    """The ``wait`` of a query, 0 without one; 400 naming it when it is not 0 to 60 seconds."""
+    """The ``wait`` of a query, 0 without one; 400 naming it past 0 to ``MAX_WAIT_SECONDS``."""
     form = WaitForm(query)
     if not form.is_valid():
         raise ValidationError({name: list(errors) for name, errors in form.errors.items()})

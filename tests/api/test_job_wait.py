@@ -42,10 +42,10 @@ def listening(redis_url: str, job: Job) -> int:
 
 
 def long_wait(base: str, token: str) -> requests.Response:
-    """alice's job ``long``, waited for: at most 60 s, answered long before the client's 40."""
+    """alice's job ``long``, waited for: at most 50 s, answered long before the client's 40."""
     return requests.get(
         f"{base}/api/v2/jobs/alice~long",
-        params={"wait": 60},
+        params={"wait": 50},
         headers={"Authorization": f"Bearer {token}"},
         timeout=40,
     )
@@ -117,7 +117,7 @@ async def test_a_finished_job_is_answered_at_once_as_without_wait(alice, client)
     job = await sync_to_async(lifecycle.submit)(alice, hello_job("done"))
     await sync_to_async(finish_job)(job, JobState.FAILED, "failed by the test")
     plain = await client.get("/api/v2/jobs/alice~done")
-    waited = await asyncio.wait_for(client.get("/api/v2/jobs/alice~done?wait=60"), 20)
+    waited = await asyncio.wait_for(client.get("/api/v2/jobs/alice~done?wait=50"), 20)
     assert waited.status_code == plain.status_code == 200
     assert waited.json() == plain.json()
 
@@ -126,7 +126,7 @@ async def test_a_finished_job_is_answered_at_once_as_without_wait(alice, client)
 @pytest.mark.parametrize(
     ("value", "rule"),
     [
-        ("61", "less than or equal to 60"),
+        ("51", "less than or equal to 50"),
         ("-1", "greater than or equal to 0"),
         ("soon", "whole number"),
     ],
@@ -141,7 +141,7 @@ async def test_a_bad_wait_is_a_400_naming_it(alice, client, value, rule):
 
 @pytest.mark.asyncio
 async def test_a_job_that_is_not_there_is_a_404_at_once(client):
-    answer = await asyncio.wait_for(client.get("/api/v2/jobs/alice~nothing?wait=60"), 20)
+    answer = await asyncio.wait_for(client.get("/api/v2/jobs/alice~nothing?wait=50"), 20)
     assert answer.status_code == 404
 
 
@@ -149,7 +149,7 @@ async def test_a_job_that_is_not_there_is_a_404_at_once(client):
 async def test_past_the_most_waits_at_once_a_wait_answers_at_once(alice, client, settings):
     await sync_to_async(lifecycle.submit)(alice, hello_job("long"))
     settings.API_WAITS_MAX = 0
-    answer = await asyncio.wait_for(client.get("/api/v2/jobs/alice~long?wait=60"), 20)
+    answer = await asyncio.wait_for(client.get("/api/v2/jobs/alice~long?wait=50"), 20)
     assert answer.json()["jobStatus"]["state"] == "WAITING"
 
 
@@ -161,7 +161,7 @@ def test_a_client_that_goes_away_leaves_its_wait(alice, tmp_path):
     log = tmp_path / "server.log"
     with web_server(log, CHANNEL_LAYER_PREFIX=layer_prefix(), API_WAITS_MAX="1") as base:
         request = (
-            f"GET /api/v2/jobs/alice~long?wait=60 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"GET /api/v2/jobs/alice~long?wait=50 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             f"Authorization: Bearer {token}\r\n\r\n"
         ).encode()
         address = urlsplit(base)
@@ -182,6 +182,6 @@ async def test_an_anonymous_caller_is_answered_at_once(alice, settings):
     """It may read a job's status (``API_ANONYMOUS_JOB_STATUS``), not hold a wait."""
     settings.API_ANONYMOUS_JOB_STATUS = True
     await sync_to_async(lifecycle.submit)(alice, hello_job("long"))
-    answer = await asyncio.wait_for(AsyncClient().get("/api/v2/jobs/alice~long?wait=60"), 20)
+    answer = await asyncio.wait_for(AsyncClient().get("/api/v2/jobs/alice~long?wait=50"), 20)
     assert answer.status_code == 200
     assert answer.json()["jobStatus"]["state"] == "WAITING"
