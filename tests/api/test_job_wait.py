@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
@@ -16,6 +17,7 @@ import redis
 import requests
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connection
 from django.test import AsyncClient
 
 from accounts.models import ApiToken
@@ -105,6 +107,40 @@ class Client:
 
     async def get(self, path: str):
         return await self.client.get(path, headers=self.headers)
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="only PostgreSQL can end another's session"
+)
+def test_a_wait_outlives_its_servers_database_sessions_being_killed(alice, tmp_path):
+    """A PostgreSQL restart or failover while a script waits: the wait reads the job again on
+    a new connection, and answers."""
+    job = lifecycle.submit(alice, hello_job("long"))
+    token = ApiToken.objects.issue(alice, 3600)[1]
+    app_name = f"portal-wait-{uuid.uuid4().hex[:12]}"  # only the server's sessions are killed
+
+    def server_sessions() -> list[int]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", [app_name]
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    server = web_server(
+        tmp_path / "server.log", PGAPPNAME=app_name, CHANNEL_LAYER_PREFIX=layer_prefix()
+    )
+    with server as base, ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(long_wait, base, token)
+        until(lambda: listening(settings.REDIS_URL, job) == 1, "the wait listens")
+        with connection.cursor() as cursor:
+            for pid in server_sessions():
+                cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+        until(lambda: not server_sessions(), "the server's sessions are gone")
+        assert finish_job(job, JobState.FAILED, "failed by the test")
+        assert (answer.result().status_code, answer.result().json()["jobStatus"]["state"]) == (
+            200,
+            "FAILED",
+        )
 
 
 @pytest.fixture
