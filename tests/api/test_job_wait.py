@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
@@ -28,6 +27,7 @@ from jobs.news import group_name
 from jobs.states import JobState
 from tests.jobs.samples import hello_job
 from tests.support.servers import RedisServer, web_server
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WAITERS = 12  # more than a web server process's database connections (its pool's 10)
@@ -53,13 +53,6 @@ def long_wait(base: str, token: str) -> requests.Response:
     )
 
 
-def until(condition, what: str, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
 def test_waits_are_answered_when_the_job_finishes_and_hold_no_database_connection(alice, tmp_path):
     job = lifecycle.submit(alice, hello_job("long"))  # no worker: it waits until failed below
     token = ApiToken.objects.issue(alice, 3600)[1]
@@ -68,7 +61,7 @@ def test_waits_are_answered_when_the_job_finishes_and_hold_no_database_connectio
         url = f"{base}/api/v2/jobs/alice~long"
         with ThreadPoolExecutor(WAITERS) as pool:
             answers = pool.map(long_wait, [base] * WAITERS, [token] * WAITERS)
-            until(lambda: listening(settings.REDIS_URL, job) == WAITERS, "the waits listen")
+            wait_for(lambda: listening(settings.REDIS_URL, job) == WAITERS)
             # Another request still gets a connection: the pool would hand it none for 10 s.
             plain = requests.get(url, headers=headers, timeout=5)
             assert plain.status_code == 200
@@ -90,7 +83,7 @@ def test_a_wait_still_ends_when_redis_stops_under_it(alice, tmp_path):
         )
         with server as base, ThreadPoolExecutor(1) as pool:
             answer = pool.submit(long_wait, base, token)
-            until(lambda: listening(own_redis.url, job) == 1, "the wait listens")
+            wait_for(lambda: listening(own_redis.url, job) == 1)
             own_redis.stop()
             assert finish_job(job, JobState.FAILED, "failed by the test")  # no news sent
             assert answer.result().json()["jobStatus"]["state"] == "FAILED"
@@ -131,11 +124,11 @@ def test_a_wait_outlives_its_servers_database_sessions_being_killed(alice, tmp_p
     )
     with server as base, ThreadPoolExecutor(1) as pool:
         answer = pool.submit(long_wait, base, token)
-        until(lambda: listening(settings.REDIS_URL, job) == 1, "the wait listens")
+        wait_for(lambda: listening(settings.REDIS_URL, job) == 1)
         with connection.cursor() as cursor:
             for pid in server_sessions():
                 cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
-        until(lambda: not server_sessions(), "the server's sessions are gone")
+        wait_for(lambda: not server_sessions())
         assert finish_job(job, JobState.FAILED, "failed by the test")
         assert (answer.result().status_code, answer.result().json()["jobStatus"]["state"]) == (
             200,
@@ -203,11 +196,11 @@ def test_a_client_that_goes_away_leaves_its_wait(alice, tmp_path):
         address = urlsplit(base)
         with socket.create_connection((address.hostname, address.port), timeout=30) as gone:
             gone.sendall(request)
-            until(lambda: listening(settings.REDIS_URL, job) == 1, "the wait listens")
-        until(lambda: listening(settings.REDIS_URL, job) == 0, "the wait is left")
+            wait_for(lambda: listening(settings.REDIS_URL, job) == 1)
+        wait_for(lambda: listening(settings.REDIS_URL, job) == 0)
         with ThreadPoolExecutor(1) as pool:
             answer = pool.submit(long_wait, base, token)
-            until(lambda: listening(settings.REDIS_URL, job) == 1, "the next wait listens")
+            wait_for(lambda: listening(settings.REDIS_URL, job) == 1)
             assert finish_job(job, JobState.FAILED, "failed by the test")
             assert answer.result().json()["jobStatus"]["state"] == "FAILED"
     assert "waits at once" not in log.read_text()
