@@ -3,6 +3,15 @@
 # tasks run in their dockerImage (charliecloud-builders pulls in docker.io and buildah, several
 # hundred MB the image does not need otherwise).
 ARG PYTHON_IMAGE=python:3.11-slim
+
+# The local backend's task wrapper (backends/local/wrapper.c), built apart: the compiler stays out
+# of the image.
+FROM ${PYTHON_IMAGE} AS wrapper
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
+COPY backends/local/wrapper.c /src/
+RUN cc -O2 -Wall -Wextra -Werror -o /src/portal-task-wrapper /src/wrapper.c
+
 FROM ${PYTHON_IMAGE}
 ARG LOCAL_IMAGES=
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/portal/bin:$PATH
@@ -13,6 +22,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm bubb
     e2fsprogs $([ "$LOCAL_IMAGES" = charliecloud ] && echo charliecloud-runtime charliecloud-builders) \
     && rm -rf /var/lib/apt/lists/*
 RUN python3 -m venv /opt/portal
+COPY --from=wrapper /src/portal-task-wrapper /opt/portal/bin/
 WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./
 COPY portal portal

@@ -1,14 +1,14 @@
 """The listener of ended tasks: wakes the reconcile loop the moment a task ends (the local
 backend's tasks, and the Slurm backend's through the shared directory).
 
-Each task's wrapper (``process.WRAPPER``, outside the task's sandbox) creates an empty file
+Each task's wrapper (``backends/local/wrapper.c``, outside the task's sandbox) creates an empty file
 in ``<root>/.ended`` once it has written the exit code. This listener sleeps in ``select()`` on
 an inotify descriptor watching that one directory, and when a file appears gives the refs of
 all files there (``LocalBackend.watch`` turns them into observations for ``watchcluster``, which
 records them as changed and asks for a pass), then deletes those files. Why this shape:
 
 - no polling and no extra tool in the wrapper (no redis-cli, no socat): creating a file is all
-  a shell can do cheaply and safely;
+  a wrapper (the local one is C, the Slurm one a shell) need do, cheaply and safely;
 - nothing is lost: a file stays until its batch was handled, so ends that happen while the
   listener is down (restarting, Redis unreachable) are handed over when it is back, and it
   reads the whole directory on every wake-up and at start (an overflowed inotify queue or a

@@ -298,7 +298,7 @@ class LocalBackend:
         except FileNotFoundError:
             return None
         if not text:
-            return None  # made, not written yet: the wrapper writes it in place (``WRAPPER``)
+            return None  # made, not written yet: the wrapper writes it in place (``wrapper.c``)
         try:
             code = int(text)
         except ValueError:

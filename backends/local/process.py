@@ -10,90 +10,17 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Runs as the leader of a new session, detached from the worker (``setsid -f`` forks, so the
-# worker only waits for the short-lived ``setsid`` parent and this shell is adopted by init).
-# It prints its own pid, then the task's pid: the task runs in a session (and process group) of
-# its own, so that signalling the task's group never reaches this shell, which always outlives
-# the task to record its exit code and to kill what the task left behind in its group. The task
-# is started in the background, so its pid is known once it is forked (``$!``), before it has
-# run anything: the launch, which waits for both pids inside a reconcile pass, took 2 to 3 ms
-# longer when the task's own shell printed it. (As any asynchronous command of a shell without
-# job control, it starts with SIGINT and SIGQUIT ignored, as the role's commands always did:
-# the bootstrap runs them in the background. A stop is SIGTERM, then SIGKILL.)
-#
-# The task writes its stdout and stderr into pipes; a reader per stream (in this shell's group,
-# so a stop signal to the task never reaches it) copies at most ``$1`` bytes into the log file.
-# Past that it writes the cap line once and reads on to the end, dropping what comes: the task
-# keeps running and never gets SIGPIPE. ``head`` stops after cap + 1 bytes, which says whether
-# the output went past the cap (the log is then cut back to the cap; an empty log, as most
-# tasks' stderr, is not measured: ``wc`` and its subshell are two processes of each task's end),
-# and writes what each read brings at once (``stdbuf -o0``: else stdio held back the last 4 KiB
-# of a live log's tail).
-# The wrapper starts in a directory the launch has just made, with the two pipes in it (made by
-# the launch: nothing of an earlier run there), and reads small files with the shell's own
-# ``read``: each command it runs costs the machine one to four milliseconds of CPU per task
-# (with 100 tasks at once, its commands took a third of the machine), so it runs as few as it
-# can; the pipes stay in the directory, removed with it.
-# A reader whose pipe never got a writer (the task did not start) is released by opening the
-# pipe read-write once. The exit code is written once both readers are done (``wait``, no
-# polling), so that a log read after it is whole; a watchdog kills the readers 10 s after the
-# task ended, should a process that escaped the task's group still hold a pipe, so that it
-# cannot hold the exit code back. The code is written in place, by the shell itself: one
-# write of a few bytes, which a reader may find not yet made (an empty file: the backend reads
-# it as "still being written"), never half made; renaming a copy into place took a process
-# (``mv``) and one to four milliseconds of every task's end. Then the wrapper creates an empty
-# file named after the task (``ended_marker``; the name comes from its working directory,
-# ``<root>/<attempt>/<task>``) in the root's ``.ended`` directory: the portal's listener of
-# ended tasks (``manage.py watchcluster``) is woken by it through inotify and wakes the
-# reconcile loop. A file, not a message: it waits on disk for a listener that is down or
-# restarting.
-WRAPPER = """\
-echo $$
-log_max_bytes=$1; shift  # the rest is the task's command (its sandbox, then its bootstrap)
-exec 3>&1 >/dev/null 2>&1 </dev/null
-task_path=$PATH  # the task's own, given back to it below; the wrapper's tools come from the system
-PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-cap() {
-  stdbuf -o0 head -c $(($1 + 1)) >"$2"
-  if [ -s "$2" ] && [ "$(wc -c <"$2")" -gt "$1" ]; then
-    truncate -s "$1" "$2"
-    printf '\\n[portal] log capped at %s bytes: the rest of the output was dropped\\n' "$1" >>"$2"
-    cat >/dev/null
-  fi
-}
-setsid /bin/sh -c 'printf %s $$ >pgid; PATH=$1; shift
-exec "$@" >stdout.pipe 2>stderr.pipe </dev/null' task "$task_path" "$@" 3>&- &
-task=$!
-echo "$task" >&3
-exec 3>&-
-cap "$log_max_bytes" stdout.log <stdout.pipe &
-readers=$!
-cap "$log_max_bytes" stderr.log <stderr.pipe &
-readers="$readers $!"
-wait "$task"
-code=$?
-pgid=; [ -f pgid ] && read -r pgid <pgid
-[ -n "$pgid" ] && [ "$pgid" != $$ ] && kill -s KILL -- "-$pgid"
-exec 4<>stdout.pipe 5<>stderr.pipe
-exec 4>&- 5>&-
-(
-  trap 'kill $nap 2>/dev/null; exit 0' TERM
-  sleep 10 & nap=$!
-  wait $nap && kill $readers 2>/dev/null
-) 3>&- &
-watchdog=$!
-wait $readers
-kill $watchdog 2>/dev/null
-printf %s "$code" >exit_code
-task=${PWD##*/} attempt=${PWD%/*}
-: >"../../.ended/${attempt##*/}+$task"
-"""
+# What starts a task, outlives the portal's processes, keeps its logs (each capped) and records
+# how it ended (``exit_code``, then ``ended_marker``): ``wrapper.c``, built by ``make install``
+# beside the portal's Python.
+WRAPPER = Path(sys.prefix, "bin", "portal-task-wrapper")
 DEFAULT_LOG_MAX_BYTES = 1024**3  # per stream; LOCAL_TASK_LOG_MAX_BYTES
 
 
@@ -182,14 +109,14 @@ def spawn_detached(
     log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
     command: list[str] | None = None,
 ) -> tuple[int, int | None]:
-    """Start ``command`` (by default ``/bin/sh ./bootstrap.sh``) detached in ``workdir``, each
-    of its output streams capped at ``log_max_bytes`` in its log; return the wrapper's pid and
-    the task's pid."""
+    """Start ``command`` (by default ``/bin/sh ./bootstrap.sh``; named by its path) detached in
+    ``workdir`` by the task wrapper (``WRAPPER``), each of its output streams capped at
+    ``log_max_bytes`` in its log; return the wrapper's pid and the task's pid."""
+    if not os.access(WRAPPER, os.X_OK):
+        raise OSError(f"the task wrapper {WRAPPER} is not built: an admin runs `make install`")
     command = command or ["/bin/sh", "./bootstrap.sh"]
-    for stream in ("stdout", "stderr"):
-        os.mkfifo(workdir / f"{stream}.pipe", 0o600)
     proc = subprocess.Popen(
-        ["setsid", "-f", "/bin/sh", "-c", WRAPPER, "wrapper", str(log_max_bytes), *command],
+        [str(WRAPPER), str(log_max_bytes), *command],
         cwd=workdir,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -202,7 +129,9 @@ def spawn_detached(
         wrapper = proc.stdout.readline().strip()
         task = proc.stdout.readline().strip()  # its pid once forked (empty: it was not)
     if proc.wait() != 0 or not wrapper.isdigit():
-        raise OSError(f"could not start the task in {workdir} (setsid exited {proc.returncode})")
+        raise OSError(
+            f"could not start the task in {workdir} (its wrapper exited {proc.returncode})"
+        )
     return int(wrapper), int(task) if task.isdigit() else None
 
 

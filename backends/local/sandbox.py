@@ -460,7 +460,7 @@ def signal_task(control: Path, record: TaskRecord, sig: signal.Signals) -> None:
 def signal_group(record: TaskRecord, sig: signal.Signals) -> None:
     """Signal the task's process group, unless its pid was reused by someone else. Just after
     its launch the task may not have made its group yet (the wrapper prints its pid once it is
-    forked, ``process.WRAPPER``): then the task's process alone, which is all there is of it."""
+    forked, ``wrapper.c``): then the task's process alone, which is all there is of it."""
     if record.pgid is None:
         return
     if not record.alive():

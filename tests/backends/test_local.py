@@ -59,7 +59,7 @@ def gone(pid: int) -> bool:
 
 def own_group(pid: int) -> bool:
     """Whether ``pid`` leads a process group of its own: a task does once it has run setsid,
-    a moment after its launch returned (``process.WRAPPER``)."""
+    as the wrapper forks it (``backends/local/wrapper.c``)."""
     try:
         return os.getpgid(pid) == pid
     except ProcessLookupError:
