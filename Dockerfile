@@ -4,13 +4,15 @@
 # hundred MB the image does not need otherwise).
 ARG PYTHON_IMAGE=python:3.11-slim
 
-# The local backend's task wrapper (backends/local/wrapper.c), built apart: the compiler stays out
-# of the image.
-FROM ${PYTHON_IMAGE} AS wrapper
+# The local backend's task wrapper and sandbox prelude (backends/local/*.c), built apart: the
+# compiler stays out of the image.
+FROM ${PYTHON_IMAGE} AS task-tools
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
-COPY backends/local/wrapper.c /src/
-RUN cc -O2 -Wall -Wextra -Werror -o /src/portal-task-wrapper /src/wrapper.c
+COPY backends/local/wrapper.c backends/local/prelude.c /src/
+RUN for tool in wrapper prelude; do \
+      cc -O2 -Wall -Wextra -Werror -o /src/portal-task-$tool /src/$tool.c || exit 1; \
+    done
 
 FROM ${PYTHON_IMAGE}
 ARG LOCAL_IMAGES=
@@ -22,7 +24,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm bubb
     e2fsprogs $([ "$LOCAL_IMAGES" = charliecloud ] && echo charliecloud-runtime charliecloud-builders) \
     && rm -rf /var/lib/apt/lists/*
 RUN python3 -m venv /opt/portal
-COPY --from=wrapper /src/portal-task-wrapper /opt/portal/bin/
+COPY --from=task-tools /src/portal-task-wrapper /src/portal-task-prelude /opt/portal/bin/
 WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./
 COPY portal portal

@@ -7,7 +7,7 @@ PYTHON ?= $(shell /usr/bin/python3 -c 'import sys, ensurepip; sys.exit(sys.versi
 	2>/dev/null && echo /usr/bin/python3 || echo python3)
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-WRAPPER := $(VENV)/bin/portal-task-wrapper
+TASK_TOOLS := $(VENV)/bin/portal-task-wrapper $(VENV)/bin/portal-task-prelude
 
 .PHONY: run test lint typecheck bench install assets chromium sshd bubblewrap nftables charliecloud \
 	vm-tools docker slurm-client slapd oidc-provider clean constraints
@@ -23,14 +23,14 @@ node_modules/.installed: package.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch node_modules/.installed
 
-install: $(STAMP) $(WRAPPER) node_modules/.installed bubblewrap nftables
+install: $(STAMP) $(TASK_TOOLS) node_modules/.installed bubblewrap nftables
 
-# The local backend's task wrapper (backends/local/wrapper.c says why it is C), beside the
-# portal's Python; a C compiler is installed for it where there is none.
-$(WRAPPER): backends/local/wrapper.c $(STAMP)
+# The local backend's task wrapper and sandbox prelude (backends/local/wrapper.c and prelude.c
+# say why they are C), beside the portal's Python; a C compiler is installed where there is none.
+$(VENV)/bin/portal-task-%: backends/local/%.c $(STAMP)
 	@command -v cc >/dev/null || (apt-get update && apt-get install -y --no-install-recommends \
 		gcc libc6-dev)
-	cc -O2 -Wall -Wextra -Werror -o $@ backends/local/wrapper.c
+	cc -O2 -Wall -Wextra -Werror -o $@ $<
 
 ## Set up everything and run the portal (web + worker + beat) on the embedded default.
 run: install $(if $(filter charliecloud,$(LOCAL_IMAGES)),charliecloud)

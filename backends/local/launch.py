@@ -4,6 +4,7 @@ sandbox and its image (``LocalBackend.launch`` puts them together in the task's 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -98,6 +99,10 @@ def sandbox_command(
 ) -> list[str]:
     """The command that runs the task's bootstrap in its sandbox (and its image), as its uid,
     in its cgroups; ``task_root`` holds every task's control directory, ``ref`` this one's."""
+    if not os.access(sandbox.PRELUDE, os.X_OK):
+        raise LocalBackendError(
+            f"the sandbox's prelude {sandbox.PRELUDE} is not built: an admin runs `make install`"
+        )
     control = task_root / ref
     passwd_file = "/etc/passwd"  # noqa: S105 - the system's, as it is
     if identity is not None:

@@ -46,31 +46,12 @@ PASSWD = "passwd"  # noqa: S105 - a file name; the sandbox's /etc/passwd (the sy
 # Sockets of services on this machine that trust local connections: covered in every sandbox.
 LOCAL_SOCKET_DIRS = ("/run/postgresql", "/run/redis", "/run/mysqld")
 # Run by the wrapper (as the portal's user) in place of the task: set its open files' and
-# (without a memory cgroup) address space's limits, join the task's cgroups, then
-# open what bwrap copies into the sandbox (the bootstrap script and passwd file stay private to
-# the portal's user on the host) and exec the rest of the arguments (setpriv, bwrap, ...).
-#
-# As root, the task's uid may not pass through the directories above its working directory (or
-# a storage's): in a mount namespace of the prelude's own, each is bind-mounted at a gate under
-# ``GATES`` (0711), where bwrap, run as that uid, finds it. Nothing of it is seen outside. There
-# the task root, a mount of its own (``disk.bind_root``), is then detached (``--detach``) with
-# every task's file system under it: bwrap, which reads the mount table once for each mount it
-# makes, then reads a few dozen lines, not a hundred tasks' more. Where it is no longer one (no
-# task file system was left), the task starts all the same: what it must not see is covered.
-PRELUDE = f"""PATH={SYSTEM_PATH}
-nofile=$1 address_kb=$2 boot=$3 users=$4; shift 4
-if [ -n "$nofile" ]; then ulimit -n "$nofile" || exit 125; fi
-if [ -n "$address_kb" ]; then ulimit -v "$address_kb" || exit 125; fi
-while [ "$1" != -- ]; do echo $$ >"$1" || exit 125; shift; done; shift
-if [ "$1" = --gates ]; then
-  shift
-  exec unshare --mount --propagation private -- /bin/sh -c '
-    while [ "$1" != -- ]; do mount --bind "$1" "$2" || exit 125; shift 2; done; shift
-    if [ "$1" = --detach ]; then umount --lazy "$2" 2>/dev/null; shift 2; fi
-    exec "$@"' gates "$@" 6>sandbox.json 8<"$boot" 9<"$users"
-fi
-exec "$@" 6>sandbox.json 8<"$boot" 9<"$users"
-"""
+# (without a memory cgroup) address space's limits, join the task's cgroups, open what bwrap
+# copies into the sandbox, as root bind the directories bwrap needs at their gates (``GATES``) in
+# a mount namespace of its own and detach the task root there, then exec the rest of the
+# arguments (setpriv, bwrap, ...): ``prelude.c``, built by ``make install`` beside the portal's
+# Python (``task_command`` gives its arguments).
+PRELUDE = Path(sys.prefix, "bin", "portal-task-prelude")
 GATES = Path("/run/portal-tasks")
 # Stop writes this file into the task's working directory before it signals the sandbox: a
 # signal to the sandbox's init before it has forked the bootstrap is lost (the kernel drops
@@ -251,12 +232,11 @@ def drop_privileges(identity: TaskIdentity | None) -> list[str]:
 
 
 def rlimits(memory_mb: int, nofile: int, memory_cgroup: bool) -> tuple[str, str]:
-    """What PRELUDE's ``ulimit`` sets, soft and hard ("" for nothing): at most ``nofile`` open
+    """What PRELUDE sets, soft and hard ("" for nothing): at most ``nofile`` open
     files per process (a million open files would pin the kernel's memory), and without a
     memory cgroup the address space (in KiB) bounded at a multiple of ``memoryMB``, a best
     effort (virtual memory is not what a task uses; runtimes like CUDA's reserve far more
-    address space than memory, hence the margin). The shell's builtin, not ``prlimit``: a
-    process less in every task's start."""
+    address space than memory, hence the margin)."""
     files = address = ""
     if nofile > 0:  # never above the portal's own hard limit: raising it needs a capability
         files = str(min(nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
@@ -316,10 +296,7 @@ def task_command(
         mounts = ["--gates", *(p for pair in gates.items() for p in pair), "--"]
         mounts += ["--detach", str(detach)] if detach else []
     return [
-        "/bin/sh",
-        "-c",
-        PRELUDE,
-        "sandbox",
+        str(PRELUDE),
         *limits,
         str(bootstrap),
         passwd_file,
