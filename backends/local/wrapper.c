@@ -111,7 +111,9 @@ static long long now_ms(void) {
  * reaped. */
 static int ended(pid_t task) {
     siginfo_t info = {0};
-    if (waitid(P_PID, (id_t)task, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0)
+    if (waitid(P_PID, (id_t)task, &info, WEXITED | WNOHANG | WNOWAIT) != 0)
+        return errno == ECHILD ? 127 : -1; /* no such child (none other reaps it): not a loop */
+    if (info.si_pid == 0)
         return -1;
     kill(-task, SIGKILL);
     waitpid(task, NULL, 0);
