@@ -24,12 +24,19 @@
     return [xs, ys, xs.map(function () { return task.memoryMB; })];
   }
 
+  // A single sample (a task that ran a few seconds) is given a minute around it: uPlot's own
+  // range for one point of a time scale in seconds is 86,400,000 of them (its autoScaleX).
+  function timeRange(u, min, max) {
+    const xs = u.data[0];
+    return xs.length === 1 ? [xs[0] - 30, xs[0] + 30] : [min, max];
+  }
+
   function options(figure, width) {
     const series = [{}, {label: figure.title, stroke: "#1f6feb", width: 1.5, fill: "rgba(31,111,235,0.08)"}];
     if (figure.limit) series.push({label: "memoryMB", stroke: "#d1242f", width: 1, dash: [6, 4], points: {show: false}});
     return {
       width: width, height: 140, series: series, legend: {show: true},
-      scales: {x: {time: true}, y: {range: function (u, min, max) { return [0, Math.max(max || 0, figure.key === "gpu-util" ? 100 : 0.001) * 1.05]; }}},
+      scales: {x: {time: true, range: timeRange}, y: {range: function (u, min, max) { return [0, Math.max(max || 0, figure.key === "gpu-util" ? 100 : 0.001) * 1.05]; }}},
       axes: [{}, {size: 48}],
     };
   }

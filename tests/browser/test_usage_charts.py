@@ -77,3 +77,24 @@ def test_a_running_tasks_cpu_and_memory_charts_fill_in_live(
     assert "trainer-0 is near its memory limit: 120 of its 128 MB" in warning.inner_text()
     release.touch()
     page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
+
+
+def test_a_short_tasks_single_sample_is_charted_on_a_minute_not_years(
+    portal_url, browser_page, alice
+):
+    page = browser_page
+    log_in(page, portal_url, "alice", "alice-secret-pw")
+    submit_text(page, portal_url, job("blink", "true"))
+    page.locator("#live .summary .state", has_text="SUCCEEDED").wait_for()
+    task = Task.objects.get(attempt__job__name="blink")
+    TaskUsage.objects.filter(task=task).delete()
+    sampled_at = timezone.now()
+    TaskUsage.objects.create(task=task, time=sampled_at, memory_bytes=5 * 1024 * 1024)
+    page.reload()
+    page.locator("#usage-trainer-0-memory[data-points='1']").wait_for()
+    low, high = page.evaluate(
+        "[window.usageCharts['trainer-0/memory'].plot.scales.x.min,"
+        " window.usageCharts['trainer-0/memory'].plot.scales.x.max]"
+    )
+    assert low < sampled_at.timestamp() < high
+    assert high - low <= 60
