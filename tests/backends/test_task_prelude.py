@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.local.sandbox import PRELUDE
+from backends.local.sandbox import PRELUDE, SYSTEM_PATH
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the gates need root (CI runs as root)")
 
@@ -40,7 +40,7 @@ def test_it_sets_the_open_files_limit_soft_and_hard_and_opens_what_bwrap_reads(t
         "the bootstrap",
         "the passwd",
         str(tmp_path / "sandbox.json"),
-        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        f"PATH={SYSTEM_PATH}",  # prelude.c's copy of it
     ]
 
 
