@@ -96,7 +96,8 @@ def test_the_launch_waits_for_the_pids_only_not_for_the_task(tmp_path: Path) -> 
     work = task_dir(tmp_path)
     wrapper, task = spawn_detached(work, {"PATH": "/bin"}, 1024, ["/bin/sleep", "300"])
     try:
-        assert task is not None and os.getpgid(task) == task  # running, in its own group
+        assert task is not None
+        wait_for(lambda: os.getpgid(task) == task)  # its own group once it has run setsid
         assert not (work / "exit_code").exists()
         assert os.getsid(wrapper) == wrapper != os.getsid(0)  # detached from the launch
     finally:
