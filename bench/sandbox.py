@@ -5,7 +5,7 @@ Its figures, each the median of ``RUNS`` runs (a task whose script is ``true``):
 - the task's command alone (``subprocess.run`` of what the wrapper execs): ``/bin/sh
   bootstrap.sh`` unsandboxed against the sandbox's prelude (cgroups, as root the mount gates),
   ``setpriv`` and ``bwrap``;
-- the task firewall's one ``nft`` call per start (as root with nft);
+- the task firewall's one nftables transaction per start (as root with nftables);
 - the whole launch, from ``LocalBackend.launch`` to its ``exit_code`` file, unsandboxed
   (``SandboxConfig(enabled=False)``) and sandboxed: the wrapper's own steps are in both; and,
   where Charliecloud is installed, sandboxed in a cached busybox image (``LOCAL_IMAGES``).
@@ -80,7 +80,7 @@ def _identity(backend: LocalBackend, control: Path) -> sandbox.TaskIdentity | No
 
 def firewall_ms() -> str:
     """What the task firewall adds to a task start, as root with nft: a launch adds its task's
-    ports to the table's set (``TaskFirewall.open``, one small ``nft -f -``), median of ``RUNS``
+    ports to the table's set (``TaskFirewall.open``, one small transaction), median of ``RUNS``
     with 200 ports open; beside it, bringing the whole table up to date (a backend's first launch
     and each cleanup). Else why it is not set."""
     config = FirewallConfig(table=f"portal_bench_{os.getpid()}")
@@ -99,7 +99,7 @@ def firewall_ms() -> str:
     finally:
         table.sync([], tasks_running=False)
     return (
-        f"{median_ms(opened):.1f} ms (one nft call adding its ports, median of {RUNS}; "
+        f"{median_ms(opened):.2f} ms (one transaction adding its ports, median of {RUNS}; "
         f"the whole table brought up to date: {median_ms(rebuilt):.1f} ms)"
     )
 

@@ -23,7 +23,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from concurrent.futures import Future, wait
+from concurrent.futures import wait
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cached_property
@@ -154,11 +154,8 @@ class LocalBackend:
                 sandbox.identity_for(self.sandbox, task.owner_id, work) if sandboxed else None
             )
             self.firewall.admit(identity.uid if identity else None)  # before anything is made
-            ports_open = self.firewall.opening(_ports_of(task.placement.ports), self._taken_ports)
-            try:
-                return self._start(task, ref, sandboxed, script, identity, ports_open)
-            finally:
-                wait([ports_open])  # done before the lock goes, failed or not
+            self.firewall.open(_ports_of(task.placement.ports), self._taken_ports)
+            return self._start(task, ref, sandboxed, script, identity)
 
     def _start(
         self,
@@ -167,10 +164,9 @@ class LocalBackend:
         sandboxed: bool,
         script: str,
         identity: sandbox.TaskIdentity | None,
-        ports_open: Future[None],
     ) -> str:
         """Make the task's directories, file system and files, and start it (``launch``,
-        under its lock); ``ports_open`` is the firewall's call opening its ports, under way."""
+        under its lock, its ports open in the firewall's table)."""
         control = self.root / ref
         work = control / WORK
         task_gpus = self._choose_gpus(task.gpu)
@@ -225,7 +221,6 @@ class LocalBackend:
         ended = ended_marker(self.root, ref)
         ended.parent.mkdir(mode=0o700, exist_ok=True)  # the portal's only, as root too
         ended.unlink(missing_ok=True)  # a relaunch's own end is news again
-        ports_open.result()  # the task's ports in the firewall's table before it starts
         wrapper_pid, pid = spawn_detached(control, env, self.log_max_bytes, command)
         record = TaskRecord(
             pid=pid,

@@ -18,14 +18,15 @@ Why this and not a network namespace per job: a job's ports must stay reachable 
 addresses, which a namespace would need a forwarder (a proxy or DNAT rules) per port for, plus a
 bridge, a veth pair and addresses per job, each set up and torn down with the tasks. One table on
 the uid range leaves every other packet of the machine alone (the first rule sends only the task
-uids' packets on) and costs one small ``nft`` call per task start (``bench/sandbox.py`` measures
-it). It uses connection tracking (``ct direction``) for the replies, which the kernel then keeps for
-the host's other connections too (bounded by ``nf_conntrack_max``; most hosts with Docker or a
+uids' packets on) and costs one small nftables transaction per task start, made by nftables'
+library in the portal's process (``Nftables``; ``bench/sandbox.py`` measures it). It uses
+connection tracking (``ct direction``) for the replies, which the kernel then keeps for the
+host's other connections too (bounded by ``nf_conntrack_max``; most hosts with Docker or a
 firewall have it on already). Not covered: abstract UNIX sockets, which belong to the network
 namespace the tasks share with the host (a service listening on one is reachable).
 
 The table is made, or its chains' rules and its set made again, from the backend's live tasks,
-in one ``nft -f -`` transaction at a backend's first launch and on each cleanup, so it heals
+in one transaction at a backend's first launch and on each cleanup, so it heals
 itself after a crash or a hand edit; a table that is there keeps its chains, whose hooks stay
 registered (``ruleset``: no moment without rules). A later launch adds its task's ports to the
 set (``open``); the table is removed when no task of the backend runs. One table per host (its
@@ -36,24 +37,21 @@ not supported (their task uids would be the same ones anyway).
 
 from __future__ import annotations
 
+import ctypes
 import ipaddress
 import os
 import re
-import shutil
 import socket
-import subprocess
+import threading
 from collections.abc import Callable, Collection, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-MODES = ("auto", "on", "off")  # LOCAL_FIREWALL: auto is on as root with a working nft
+MODES = ("auto", "on", "off")  # LOCAL_FIREWALL: auto is on as root with a working nftables
 UID_SPAN = 1_000_000  # portal users 0 to 999999 (a task of a user above is refused, not open)
 DNS_PORT = 53
 TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-NFT_SECONDS = 10.0
-NFT_CALLS = ThreadPoolExecutor(1, thread_name_prefix="nft")  # a launch's, beside it (``opening``)
 RTF_CACHE = 0x01000000  # linux/ipv6_route.h
 LOCAL = "local"  # in closed_networks: the networks of this host's interfaces but loopback
 
@@ -73,7 +71,7 @@ class FirewallConfig:
     open_ports: tuple[int, ...] = (8000,)  # the portal's public HTTP port(s)
     # Networks no task opens a connection to (CIDRs; "local": those this host is attached to).
     closed_networks: tuple[str, ...] = ()
-    nft: str = "nft"
+    library: str = "libnftables.so.1"  # nftables' (``Nftables``)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -189,21 +187,61 @@ def removal(config: FirewallConfig) -> str:
     return f"table inet {config.table}\ndelete table inet {config.table}\n"
 
 
+class Nftables:
+    """nftables' own library (libnftables, which ``nft`` is a front end to) in this process: the
+    same scripts, parser and error messages as ``nft -f -``, without starting a program. Adding
+    a task's ports took 5.9 ms a launch with ``nft`` (of which about 4 ms of CPU), 0.06 ms here;
+    bringing the whole table up to date 22 ms (``bench/sandbox.py``). One context a process (a
+    forked one makes its own: a context holds a netlink socket), its calls one at a time."""
+
+    def __init__(self, library: str) -> None:
+        try:
+            lib = ctypes.CDLL(library)
+        except OSError:
+            raise FirewallError(
+                f"{library} is not installed (the Debian package nftables)"
+            ) from None
+        lib.nft_ctx_new.restype = ctypes.c_void_p
+        lib.nft_ctx_new.argtypes = [ctypes.c_uint32]
+        for name in ("nft_ctx_buffer_output", "nft_ctx_buffer_error"):
+            getattr(lib, name).argtypes = [ctypes.c_void_p]
+        lib.nft_ctx_set_dry_run.argtypes = [ctypes.c_void_p, ctypes.c_bool]
+        lib.nft_run_cmd_from_buffer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        for name in ("nft_ctx_get_output_buffer", "nft_ctx_get_error_buffer"):
+            getattr(lib, name).argtypes = [ctypes.c_void_p]
+            getattr(lib, name).restype = ctypes.c_char_p
+        self.lib, self.context = lib, lib.nft_ctx_new(0)  # NFT_CTX_DEFAULT
+        if not self.context:
+            raise FirewallError("nftables could not start (nft_ctx_new failed)")
+        lib.nft_ctx_buffer_output(self.context)  # kept from this process's stdout and stderr
+        lib.nft_ctx_buffer_error(self.context)
+        self.lock = threading.Lock()
+
+    def run(self, script: str, check_only: bool) -> str | None:
+        """Run ``script`` as one transaction (``check_only``: checked by the kernel, nothing
+        applied, as ``nft -c``); None, or nftables' own words where it failed."""
+        with self.lock:
+            self.lib.nft_ctx_set_dry_run(self.context, check_only)
+            failed = self.lib.nft_run_cmd_from_buffer(self.context, script.encode())
+            self.lib.nft_ctx_get_output_buffer(self.context)  # read, so emptied for the next
+            error = (self.lib.nft_ctx_get_error_buffer(self.context) or b"").decode(
+                errors="replace"
+            )
+        return (error.strip() or f"status {failed}") if failed else None
+
+
+_NFTABLES: dict[tuple[int, str], Nftables] = {}
+
+
 def run_nft(config: FirewallConfig, script: str, check_only: bool = False) -> None:
-    """``nft -f -`` (one transaction) with ``script``; ``check_only``: the kernel checks it
-    and applies nothing (``nft -c``). FirewallError with nft's own words when it fails."""
-    nft = shutil.which(config.nft)
-    if nft is None:
-        raise FirewallError(f"{config.nft} is not installed (the Debian package nftables)")
-    command = [nft, *(["-c"] if check_only else []), "-f", "-"]
-    try:
-        done = subprocess.run(  # noqa: S603 - nft's path, a script of ours
-            command, input=script, capture_output=True, text=True, timeout=NFT_SECONDS
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise FirewallError(f"nft failed: {exc}") from None
-    if done.returncode != 0:
-        raise FirewallError(f"nft failed: {done.stderr.strip() or done.returncode}")
+    """``script`` run by nftables as ``nft -f -`` would (``check_only``: as ``nft -c``);
+    FirewallError with nftables' own words when it fails."""
+    key = (os.getpid(), config.library)
+    if key not in _NFTABLES:
+        _NFTABLES[key] = Nftables(config.library)
+    error = _NFTABLES[key].run(script, check_only)
+    if error is not None:
+        raise FirewallError(f"nft failed: {error}")
 
 
 def unavailable_reason(config: FirewallConfig) -> str | None:
@@ -260,11 +298,11 @@ class TaskFirewall:
             )
 
     def open(self, ports: Collection[int], live_ports: Callable[[], set[int]]) -> None:
-        """At a launch: the new task's ports added to the set, one small transaction (2-3 ms
-        here, against several to bring the whole table up to date: ``bench/sandbox.py``); the
-        whole table, from ``live_ports()`` and ``ports``, where this backend has not built it yet or
-        the addition fails (the table is gone: no task ran, or it was removed by hand). With
-        no port, DNS's is added: a no-op that fails all the same where the table is gone."""
+        """At a launch, before the task is made: its ports added to the set, one small
+        transaction; the whole table, from ``live_ports()`` and ``ports``, where this backend has
+        not built it yet or the addition fails (the table is gone: no task ran, or it was
+        removed by hand). With no port, DNS's is added: a no-op that fails all the same where
+        the table is gone. Where the firewall is on and cannot be set, raises."""
         if not self.active:
             return
         if self.built:
@@ -274,17 +312,6 @@ class TaskFirewall:
             except FirewallError:
                 pass
         self.sync({*live_ports(), *ports}, True)
-
-    def opening(self, ports: Collection[int], live_ports: Callable[[], set[int]]) -> Future[None]:
-        """``open`` on a thread of its own: its ``nft`` runs while the launch makes the task's
-        directory and file system (3 ms of the 6 ms those take here, ``bench/sandbox.py``). The
-        launch waits for it (``result``) before the task starts, under the backend's lock.
-        Where the firewall is on and cannot be set, raises here, before anything is made."""
-        if not self.active:
-            nothing: Future[None] = Future()
-            nothing.set_result(None)
-            return nothing
-        return NFT_CALLS.submit(self.open, ports, live_ports)
 
     def sync(self, task_ports: Iterable[int], tasks_running: bool) -> None:
         """The table with ``task_ports`` open, or no table when no task runs."""

@@ -30,9 +30,11 @@ import pytest
 from backends.base import Placement, TaskLaunch, TaskPhase
 from backends.local import LocalBackend
 from backends.local.firewall import (
+    DNS_PORT,
     FirewallConfig,
     FirewallError,
     TaskFirewall,
+    additions,
     local_networks,
     removal,
     run_nft,
@@ -525,7 +527,7 @@ def test_a_task_whose_uid_the_rules_do_not_cover_is_refused(
 
 def test_the_firewall_says_why_it_cannot_be_set(monkeypatch: pytest.MonkeyPatch):
     assert unavailable_reason(FirewallConfig(mode="off")) == "LOCAL_FIREWALL is off"
-    missing = FirewallConfig(nft="/nonexistent/nft")
+    missing = FirewallConfig(library="/nonexistent/libnftables.so.1")
     if os.geteuid() == 0:
         assert "is not installed (the Debian package nftables)" in str(unavailable_reason(missing))
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
@@ -533,6 +535,16 @@ def test_the_firewall_says_why_it_cannot_be_set(monkeypatch: pytest.MonkeyPatch)
     assert TaskFirewall(FirewallConfig()).active is False  # auto: tasks stay open
     with pytest.raises(FirewallError, match="LOCAL_FIREWALL is on and cannot be set"):
         _ = TaskFirewall(FirewallConfig(mode="on")).active
+
+
+@as_root
+def test_nftables_says_in_its_own_words_why_a_script_failed():
+    """The portal runs nftables' scripts through its library, in its own process: a failure
+    still reads as ``nft`` would have put it, and changes nothing."""
+    config = FirewallConfig(table=f"portal_absent_{os.getpid()}")
+    with pytest.raises(FirewallError, match="nft failed: Error: No such file or directory"):
+        run_nft(config, additions(config, [DNS_PORT]))
+    assert config.table not in tables()
 
 
 def test_a_table_name_nft_could_misread_is_refused():
@@ -546,8 +558,9 @@ def test_a_table_name_nft_could_misread_is_refused():
 def test_a_table_removed_by_hand_is_built_again_before_the_next_task_starts(
     tmp_path: Path, host_table: FirewallConfig
 ):
-    """A launch adds its ports to the table while it makes the task (``opening``); where the
-    table is gone, that fails and the whole table is built again, all before the task runs."""
+    """A launch adds its ports to the table before it makes the task; where the table is gone
+    (removed by ``nft``, outside the portal's own nftables context), that fails and the whole
+    table is built again, all before the task runs."""
     backend = LocalBackend(
         tmp_path / "tasks",
         sandbox_config=SandboxConfig(uid_base=HOST_UID_BASE),
@@ -557,7 +570,9 @@ def test_a_table_removed_by_hand_is_built_again_before_the_next_task_starts(
     listener = serve("::", internal)
     waiting = launch(backend, "job-1-a1", "sleep 300", [])
     assert host_table.table in tables()
-    run_nft(host_table, removal(host_table))  # by hand: the backend still thinks it built it
+    subprocess.run(  # by hand: the backend still thinks it built it
+        ["nft", "-f", "-"], input=removal(host_table), text=True, check=True
+    )
     prober = launch(backend, "job-2-a1", reach(internal), [])
     assert outcome(backend, prober) == {f"{internal} 127.0.0.1": "refused"}
     assert host_table.table in tables()
