@@ -9,7 +9,8 @@ them has to hide an import inside a function. The reconcile task is sent by name
 The tasks that changed are kept in a Redis hash, ref -> a token of the event that named it,
 until a pass has applied them: a worker that dies mid-pass leaves them for the next pass, and
 a ref named again while a pass runs (a new token) stays for the next pass instead of being
-dropped with the one the pass read.
+dropped with the one the pass read. A pass may claim once more before it admits
+(``claim_more``): then what was asked for meanwhile is its own, not the next pass's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 import redis
@@ -147,6 +148,23 @@ def claim() -> tuple[bool, dict[str, str]]:
     client = redis_client(settings.REDIS_URL)
     client.delete(WANTED_KEY)
     return bool(client.delete(FULL_KEY)), changed_tasks()
+
+
+def claim_more(claimed: Mapping[str, str]) -> dict[str, str] | None:
+    """Mid-pass: when a pass was asked for since ``claim`` (not a full one: that is left for
+    the next pass), claim it as ``claim`` does; the tasks changed since ``claimed`` (new refs,
+    or refs named again), with their tokens. None when nothing was asked."""
+    client = redis_client(settings.REDIS_URL)
+    with client.pipeline(transaction=False) as pipe:
+        pipe.delete(WANTED_KEY)
+        pipe.exists(FULL_KEY)
+        wanted, full = pipe.execute()
+    if not wanted:
+        return None
+    if full:
+        client.set(WANTED_KEY, 1)  # for the next pass, a full one
+        return None
+    return {ref: token for ref, token in changed_tasks().items() if claimed.get(ref) != token}
 
 
 def still_wanted() -> bool:

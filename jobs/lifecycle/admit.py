@@ -128,6 +128,7 @@ def admit(backend: Backend, report: PassReport, full: bool = True) -> None:
     that leaves it asks for a pass once that second is over, so no standing stays stale. A
     wake-up with no job waiting skips admission (which reads every running job)."""
     if not full and not Job.objects.filter(state=JobState.WAITING).exists():
+        BOOK.crowded = False
         return  # nothing to admit: spare a wake-up reading every running job
     write = full or cache.add(STANDING_KEY, 1, STANDING_EVERY_SECONDS)
     decided = plan_and_apply(backend, report, standing=write)
@@ -155,6 +156,7 @@ def plan_and_apply(backend: Backend, report: PassReport, standing: bool = True) 
         holdings=BOOK.holdings,
         told=BOOK.told,
     )
+    BOOK.crowded = decided.left > 0
     # The book remembers what it writes, so the next pass need not read it back (10,000
     # waiting jobs' reasons: 15-19 ms of a pass, bench/admission.py); first it stamps the
     # standing as its own, so that another process does not trust what it remembers.

@@ -103,6 +103,9 @@ class Book:
     placed: dict[int, Running] = field(default_factory=dict)
     # a pass over what the book holds changed nothing and told every waiting job where it stands
     settled: bool = False
+    # the last plan left jobs waiting: room freed during a pass is worth taking in before it
+    # admits (``jobs.lifecycle.passes.take_in_more``)
+    crowded: bool = False
     read_in_full: set[int] = field(default_factory=set)  # the jobs the last load read in full
     unread: set[int] = field(default_factory=set)  # in a VC made after the VCs were read
     # Where the waiting jobs stand as this book last wrote it, trusted while no other process

@@ -16,3 +16,4 @@ class PassReport:
     started_jobs: set[int] = field(default_factory=set)  # waiting jobs this pass started
     ended_jobs: set[int] = field(default_factory=set)  # jobs a task of which ended this pass
     touched_queues: set[str] = field(default_factory=set)  # VCs whose waiting jobs moved
+    claimed: dict[str, str] = field(default_factory=dict)  # tasks changed, claimed mid-pass

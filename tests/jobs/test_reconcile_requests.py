@@ -29,7 +29,7 @@ def test_many_submissions_queue_one_task_until_it_starts(alice, backend, queued,
         lifecycle.submit(alice, hello_job(name=f"many_{n}"))
     assert queued == [1]
     ran: list[int] = []
-    monkeypatch.setattr(passes, "run_pass", lambda b, c: ran.append(1) or PassReport())
+    monkeypatch.setattr(passes, "run_pass", lambda b, c, take_more: ran.append(1) or PassReport())
     passes.reconcile(backend)  # the task starts: the next submission queues another
     assert ran == [1]
     lifecycle.submit(alice, hello_job(name="after"))
@@ -39,7 +39,7 @@ def test_many_submissions_queue_one_task_until_it_starts(alice, backend, queued,
 def test_a_change_wanted_during_a_pass_gets_another_pass(alice, backend, queued, monkeypatch):
     ran: list[int] = []
 
-    def one_pass(b: object, c: object) -> PassReport:
+    def one_pass(b: object, c: object, take_more: bool) -> PassReport:
         ran.append(1)
         if len(ran) == 1:  # a job arrives while the first pass runs
             lifecycle.submit(alice, hello_job(name="during"))
@@ -52,7 +52,9 @@ def test_a_change_wanted_during_a_pass_gets_another_pass(alice, backend, queued,
 
 
 def test_a_task_that_finds_a_pass_running_leaves_the_work_to_it(backend, queued, monkeypatch):
-    monkeypatch.setattr(passes, "run_pass", lambda b, c: pytest.fail("ran beside another pass"))
+    monkeypatch.setattr(
+        passes, "run_pass", lambda b, c, take_more: pytest.fail("ran beside another pass")
+    )
     with wakeup.reconcile_lock() as got:
         assert got
         assert passes.reconcile(backend).skipped
@@ -61,7 +63,7 @@ def test_a_task_that_finds_a_pass_running_leaves_the_work_to_it(backend, queued,
 def test_a_task_that_stops_after_its_last_pass_while_more_is_wanted_queues_another(
     backend, queued, monkeypatch
 ):
-    def busy_pass(b: object, c: object) -> PassReport:
+    def busy_pass(b: object, c: object, take_more: bool) -> PassReport:
         wakeup.request_pass()  # something changes during every pass
         return PassReport()
 

@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pytest
 from celery import current_app
@@ -17,6 +18,7 @@ from django.db import connection, connections
 
 from backends.ended import ENDED_DIR
 from backends.local import LocalBackend
+from clusters import capacity
 from jobs import lifecycle, news, wakeup
 from jobs.lifecycle import admit, passes
 from jobs.lifecycle.report import PassReport
@@ -245,9 +247,86 @@ def test_an_event_named_again_during_a_pass_is_kept_for_the_next(clean_keys):
     assert set(wakeup.changed_tasks()) == {"a/main-0"}
 
 
+def test_a_task_that_ends_while_a_pass_settles_another_is_settled_and_replaced_by_that_pass(
+    alice, backend, clean_keys, monkeypatch
+):
+    """At one job per CPU a trivial task ends while the pass after its launch settles the task
+    before it: taken in before the pass admits, both jobs end and both waiting jobs start in
+    that one pass, instead of one job a pass (``passes.take_in_more``)."""
+    monkeypatch.setattr(
+        capacity, "backend_nodes", lambda b: {"local": replace(b.capacity(), cpu=2)}
+    )
+    first = lifecycle.submit(alice, job_text("first", command="true"))
+    second = lifecycle.submit(alice, job_text("second", command="true"))
+    third = lifecycle.submit(alice, job_text("third", command="sleep 30"))
+    fourth = lifecycle.submit(alice, job_text("fourth", command="sleep 30"))
+    passes.reconcile(backend)  # the first two start: the cluster is full
+    ended_and_recorded(backend, first)
+    wait_until(lambda: Task.objects.filter(attempt__job=second).exclude(backend_ref="").exists())
+    second_ref = Task.objects.get(attempt__job=second).backend_ref
+    wait_until(lambda: (backend.root / second_ref / "exit_code").exists())
+    settling, ran = passes.settle, []
+
+    def settle_as_the_second_ends(*args: object) -> None:
+        settling(*args)
+        if not ran:  # the listener records the second's end while the pass settles the first
+            wakeup.tasks_changed([second_ref])
+        ran.append(1)
+
+    monkeypatch.setattr(passes, "settle", settle_as_the_second_ends)
+    running = passes.run_pass
+    counted: list[int] = []
+    monkeypatch.setattr(passes, "run_pass", lambda *a, **k: counted.append(1) or running(*a, **k))
+
+    report = passes.reconcile(backend)
+
+    assert counted == [1]
+    assert report.launched == 2
+    assert [fresh(job).state for job in (first, second)] == [JobState.SUCCEEDED] * 2
+    assert [fresh(job).state for job in (third, fourth)] == [JobState.RUNNING] * 2
+    assert wakeup.changed_tasks() == {}
+    assert not wakeup.still_wanted()
+
+
+def test_with_no_job_waiting_a_pass_leaves_what_ends_meanwhile_to_the_next(
+    alice, backend, clean_keys, monkeypatch
+):
+    """With room to spare, the ends that come during a pass are not worth a second observe and
+    settle in it: the next pass takes them in one batch."""
+    job = lifecycle.submit(alice, job_text("alone", command="true"))
+    passes.reconcile(backend)
+    ended_and_recorded(backend, job)
+    monkeypatch.setattr(wakeup, "claim_more", lambda claimed: pytest.fail("took in more"))
+    passes.reconcile(backend)
+    assert fresh(job).state == JobState.SUCCEEDED
+
+
+def test_what_a_pass_takes_in_mid_pass_is_what_was_named_since_it_began(clean_keys):
+    assert wakeup.claim_more({}) is None  # nothing asked: nothing to take in
+    wakeup.tasks_changed(["a/main-0", "b/main-0"])
+    _, claimed = wakeup.claim()
+    wakeup.tasks_changed(["a/main-0", "c/main-0"])  # a named again, c new
+    more = wakeup.claim_more(claimed)
+    assert more is not None and set(more) == {"a/main-0", "c/main-0"}
+    assert not wakeup.still_wanted()  # claimed: this pass serves it
+    wakeup.forget_changed({**claimed, **more})
+    assert wakeup.changed_tasks() == {}
+
+
+def test_a_full_pass_asked_for_mid_pass_is_left_for_the_next(clean_keys):
+    wakeup.tasks_changed(["a/main-0"])
+    _, claimed = wakeup.claim()
+    wakeup.request_full_pass()  # the watch lost track of the tasks
+    assert wakeup.claim_more(claimed) is None
+    assert wakeup.still_wanted()
+    assert wakeup.claim()[0]  # and the next pass is a full one
+
+
 def test_beats_pass_left_to_a_running_pass_is_done_by_it(backend, clean_keys, monkeypatch):
     kinds: list[bool] = []
-    monkeypatch.setattr(passes, "run_pass", lambda b, c: kinds.append(c is None) or PassReport())
+    monkeypatch.setattr(
+        passes, "run_pass", lambda b, c, take_more: kinds.append(c is None) or PassReport()
+    )
     with wakeup.reconcile_lock():
         assert passes.reconcile(backend, full=True).skipped  # beat's task found one running
     passes.reconcile(backend)  # the running task goes round again: "wanted"
