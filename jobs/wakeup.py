@@ -106,8 +106,12 @@ def tasks_changed(refs: Iterable[str]) -> None:
 
 def changed_tasks() -> dict[str, str]:
     """The refs recorded as changed and not applied yet, with their tokens."""
-    raw = redis_client(settings.REDIS_URL).hgetall(CHANGED_KEY)
-    return {ref.decode(): token.decode() for ref, token in raw.items()}
+    return decoded(redis_client(settings.REDIS_URL).hgetall(CHANGED_KEY))
+
+
+def decoded(changed: dict[bytes, bytes]) -> dict[str, str]:
+    """The hash of changed tasks as Redis gives it, ref -> token."""
+    return {ref.decode(): token.decode() for ref, token in changed.items()}
 
 
 def forget_changed(applied: dict[str, str]) -> None:
@@ -153,18 +157,23 @@ def claim() -> tuple[bool, dict[str, str]]:
 def claim_more(claimed: Mapping[str, str]) -> dict[str, str] | None:
     """Mid-pass: when a pass was asked for since ``claim`` (not a full one: that is left for
     the next pass), claim it as ``claim`` does; the tasks changed since ``claimed`` (new refs,
-    or refs named again), with their tokens. None when nothing was asked."""
+    or refs named again), with their tokens. None when nothing was asked, or when Redis does
+    not answer (the pass goes on with what it claimed)."""
     client = redis_client(settings.REDIS_URL)
-    with client.pipeline(transaction=False) as pipe:
-        pipe.delete(WANTED_KEY)
-        pipe.exists(FULL_KEY)
-        wanted, full = pipe.execute()
-    if not wanted:
+    try:
+        with client.pipeline() as pipe:  # one transaction: what was asked and what changed
+            pipe.delete(WANTED_KEY)
+            pipe.exists(FULL_KEY)
+            pipe.hgetall(CHANGED_KEY)
+            wanted, full, changed = pipe.execute()
+        if wanted and full:
+            client.set(WANTED_KEY, 1)  # for the next pass, a full one
+    except redis.exceptions.RedisError:
+        log.warning("could not claim what was asked for during the pass", exc_info=True)
         return None
-    if full:
-        client.set(WANTED_KEY, 1)  # for the next pass, a full one
+    if not wanted or full:
         return None
-    return {ref: token for ref, token in changed_tasks().items() if claimed.get(ref) != token}
+    return {ref: token for ref, token in decoded(changed).items() if claimed.get(ref) != token}
 
 
 def still_wanted() -> bool:

@@ -313,6 +313,15 @@ def test_what_a_pass_takes_in_mid_pass_is_what_was_named_since_it_began(clean_ke
     assert wakeup.changed_tasks() == {}
 
 
+def test_a_pass_whose_redis_stops_answering_mid_pass_goes_on_with_what_it_claimed(
+    clean_keys, settings
+):
+    wakeup.tasks_changed(["a/main-0"])
+    _, claimed = wakeup.claim()
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    assert wakeup.claim_more(claimed) is None
+
+
 def test_a_full_pass_asked_for_mid_pass_is_left_for_the_next(clean_keys):
     wakeup.tasks_changed(["a/main-0"])
     _, claimed = wakeup.claim()
