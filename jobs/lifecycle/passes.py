@@ -110,11 +110,11 @@ def take_in_more(backend: Backend, report: PassReport, claimed: Mapping[str, str
     free is what the waiting jobs lack. Measured reason (``bench/e2e.py --no-slurm --jobs 300``,
     2 CPUs, taken in turn with the code before; docs/speed.md has every run): at one job per
     CPU a trivial task lasts about a third of a pass, so the task launched at the end of one
-    pass ended while the next settled another and waited for a pass of its own; taken in, 1.85
-    jobs a pass instead of one, and 21.8-35.4 s against 27.6-35.1 s in seven rounds (no round
-    slower by more than 1%). Oversubscribed, with room to spare, taking them in regardless was
-    slower (14.4-19.2 s against 12.6-16.4 s): the ends it split from the next pass's batch cost
-    a second observe and settle.
+    pass ended while the next settled another and waited for a pass of its own. Taken in,
+    1.6-1.85 jobs a pass instead of one, and 29.4 s against 32.3 s on average over nine rounds
+    (faster in eight; the machine wandered from 22 to 36 s). Oversubscribed, with room to
+    spare, taking them in regardless was slower (14.4-19.2 s against 12.6-16.4 s): the ends it
+    split from the next pass's batch cost a second observe and settle.
     """
     more = wakeup.claim_more(claimed)
     if more is None:
