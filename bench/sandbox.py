@@ -79,7 +79,7 @@ def _identity(backend: LocalBackend, control: Path) -> sandbox.TaskIdentity | No
 
 
 def firewall_ms() -> str:
-    """What the task firewall adds to a task start, as root with nft: a launch adds its task's
+    """What the task firewall adds to a task start, as root with nftables: a launch adds its task's
     ports to the table's set (``TaskFirewall.open``, one small transaction), median of ``RUNS``
     with 200 ports open; beside it, bringing the whole table up to date (a backend's first launch
     and each cleanup). Else why it is not set."""

@@ -246,8 +246,9 @@ def run_nft(config: FirewallConfig, script: str, check_only: bool = False) -> No
 
 
 def unavailable_reason(config: FirewallConfig) -> str | None:
-    """Why the firewall cannot be set here (off, not root, no nft, or the kernel refuses:
-    a container without CAP_NET_ADMIN), else None. Checked with ``nft -c``: nothing changes."""
+    """Why the firewall cannot be set here (off, not root, no nftables library, or the kernel
+    refuses: a container without CAP_NET_ADMIN), else None. Checked as ``nft -c`` checks:
+    nothing changes."""
     if config.mode == "off":
         return "LOCAL_FIREWALL is off"
     if os.geteuid() != 0:
