@@ -1,8 +1,9 @@
 """News of a job's change, sent after the transaction that made it commits.
 
 The database is the source of truth; the channel layer only tells open pages to look again.
-Inside a reconcile pass (``gathered()``) news is collected and sent once per job at the end,
-in one round of sends, instead of once per change. A waiting job's page also listens to its
+Inside a reconcile pass (``gathered()``) news is collected and sent once per job, in one round
+of sends, instead of once per change: the jobs that finished as soon as the pass has settled
+them (``send_finished``), the rest at its end. A waiting job's page also listens to its
 virtual cluster's queue: when positions in a queue move, one message tells every waiting page
 of that queue, instead of one message per waiting job (thousands, in a busy cluster).
 """
@@ -32,6 +33,8 @@ class Gathered:
 
     jobs: set[int] = field(default_factory=set)
     queues: set[str] = field(default_factory=set)
+    finished: set[int] = field(default_factory=set)  # jobs that reached a final state
+    sent: set[int] = field(default_factory=set)  # sent already: finished, they change no more
 
 
 _gathering: ContextVar[Gathered | None] = ContextVar("news_gathering", default=None)
@@ -78,20 +81,36 @@ def sending_loop(pid: int) -> asyncio.AbstractEventLoop:
 
 @contextmanager
 def gathered() -> Iterator[Gathered]:
-    """Collect the news sent inside the block; send it once, at the end."""
+    """Collect the news sent inside the block; send what ``send_finished`` has not, at the
+    end."""
     news = Gathered()
     token = _gathering.set(news)
     try:
         yield news
     finally:
         _gathering.reset(token)
-        publish(news.jobs, news.queues)
+        publish((news.jobs | news.finished) - news.sent, news.queues)
 
 
-def after_commit(job_id: int) -> None:
-    """Tell the job's open pages once the transaction commits (inside a pass: at its end)."""
+def send_finished(news: Gathered) -> None:
+    """Send the news of the jobs that have finished so far, before the rest of the pass.
+
+    Measured reason: a pass settles the jobs whose tasks ended, then admits and launches the
+    next; sent at its end, a job's end waited for that before a page or a waiting client
+    heard of it: from a trivial job's end in its row to a waiting client's web server hearing
+    of it, 8.6 ms against 4.9 ms on an idle cluster (``bench/e2e.py``'s portal, 2 CPUs,
+    medians of 15), and each launch of the pass (13-20 ms there) on a full one. A finished
+    job changes no more in the pass, so it is not sent again at the end."""
+    publish(news.finished - news.sent)
+    news.sent |= news.finished
+
+
+def after_commit(job_id: int, finished: bool = False) -> None:
+    """Tell the job's open pages once the transaction commits (inside a pass: at its end, or
+    once it has settled, for a job that ``finished`` in a final state)."""
     gathering = _gathering.get()
     if gathering is not None:
-        transaction.on_commit(lambda: gathering.jobs.add(job_id), robust=True)
+        gathered = gathering.finished if finished else gathering.jobs
+        transaction.on_commit(lambda: gathered.add(job_id), robust=True)
     else:
         transaction.on_commit(lambda: publish([job_id]), robust=True)

@@ -8,7 +8,7 @@ from django.utils import timezone
 from jobs import news
 from jobs.lifecycle.events import record
 from jobs.models import Job, JobAttempt, Task
-from jobs.states import LIVE_TASK_STATES, JobState, can_move_job
+from jobs.states import FINAL_JOB_STATES, LIVE_TASK_STATES, JobState, can_move_job
 
 
 def finish_attempt(
@@ -50,5 +50,5 @@ def finish_job(job: Job, state: str, reason: str, exit_code: int | None = None) 
     )
     if moved:
         record(job.id, "state", f"{state.lower()}: {reason}")
-        news.after_commit(job.id)
+        news.after_commit(job.id, finished=state in FINAL_JOB_STATES)
     return bool(moved)

@@ -79,6 +79,7 @@ def run_pass(
         elif take_more and BOOK.crowded:
             assert isinstance(changed, Mapping)
             take_in_more(backend, report, changed)
+        news.send_finished(gathered)  # not held behind the admissions and launches below
         send_stops(backend, report)
         settled = set(report.touched_jobs)
         admit(backend, report, full=changed is None)

@@ -139,6 +139,37 @@ def test_a_wake_up_settles_the_ended_job_and_launches_the_next_in_the_same_pass(
     assert wakeup.changed_tasks() == {}  # applied, so forgotten
 
 
+def test_a_finished_jobs_news_goes_out_before_the_pass_launches_the_next(
+    alice, backend, clean_keys, monkeypatch
+):
+    """A page (or a client waiting for the job) hears of its end before the pass goes on to
+    admit and launch, and hears it once."""
+    vc("solo", alice, cpu=1, max_capacity=0)
+    first = lifecycle.submit(alice, job_text("first", command="true"), virtual_cluster="solo")
+    second = lifecycle.submit(alice, job_text("second", command="sleep 30"), virtual_cluster="solo")
+    passes.reconcile(backend)
+    ended_and_recorded(backend, first)
+    published: list[int] = []
+    heard_before_launch: list[int] = []
+    real_publish, real_launch = news.publish, passes.launch
+
+    def counting(job_ids, queues=()):  # type: ignore[no-untyped-def]
+        published.extend(job_ids)
+        real_publish(job_ids, queues)
+
+    def launching(*args):  # type: ignore[no-untyped-def]
+        heard_before_launch.extend(published)
+        return real_launch(*args)
+
+    monkeypatch.setattr(news, "publish", counting)
+    monkeypatch.setattr(passes, "launch", launching)
+    passes.reconcile(backend)
+
+    assert (fresh(first).state, fresh(second).state) == (JobState.SUCCEEDED, JobState.RUNNING)
+    assert heard_before_launch == [first.id]
+    assert sorted(published) == sorted([first.id, second.id])  # each once
+
+
 def test_a_wake_up_observes_only_the_tasks_that_changed(alice, backend, clean_keys, monkeypatch):
     busy = lifecycle.submit(alice, job_text("busy", command="sleep 30"))
     quick = lifecycle.submit(alice, job_text("quick", command="sleep 1"))
