@@ -10,8 +10,8 @@ request. Signed-in callers wait; an anonymous one (``API_ANONYMOUS_JOB_STATUS``)
 at once.
 
 The wait listens to the job's news (``jobs.news``, over the channel layer, as the job's page
-does) and reads the job's state again at each; without the channel layer (Redis down) it
-reads the state every ``POLL_SECONDS``. It holds no database connection while it waits (there
+does) and reads the job's detail again at each; without the channel layer (Redis down) it
+reads it every ``POLL_SECONDS``. It holds no database connection while it waits (there
 are ten a process: ``portal.settings``), only its request's thread (the sync middleware's);
 past ``API_WAITS_MAX`` waits at once in a process, a wait answers at once.
 """
@@ -19,8 +19,9 @@ past ``API_WAITS_MAX`` waits at once in a process, a wait answers at once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -32,7 +33,6 @@ from django.http import HttpRequest, HttpResponse
 from rest_framework.exceptions import ValidationError
 
 from jobs.access import listable_jobs, named
-from jobs.models import Job
 from jobs.news import group_name
 from jobs.states import FINAL_JOB_STATES
 
@@ -62,7 +62,7 @@ def waiting(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
         global waiters
         response = await sync_to_async(view)(request, username=username, name=name)
         seconds = wait_seconds(request.GET) if response.status_code == 200 else 0
-        if not seconds or response.data.get("jobStatus", {}).get("state") in FINAL_JOB_STATES:
+        if not seconds or finished(response):
             return response
         if not request.user.is_authenticated:
             return response
@@ -74,10 +74,10 @@ def waiting(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
         waiters += 1
         try:
             await sync_to_async(give_back_connection)()  # none held while waiting
-            await until_finished(request.user, username, name, seconds)
+            answer = released(functools.partial(view, request, username=username, name=name))
+            return await until_finished(request.user, username, name, seconds, answer)
         finally:
             waiters -= 1
-        return await sync_to_async(view)(request, username=username, name=name)
 
     detail.cls = view.cls  # type: ignore[attr-defined]
     detail.initkwargs = view.initkwargs  # type: ignore[attr-defined]
@@ -86,13 +86,19 @@ def waiting(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
     return detail
 
 
-async def until_finished(user: Any, username: str, name: str, seconds: int) -> None:
-    """Return once the job has finished (or is no longer there), or after ``seconds``."""
+async def until_finished(
+    user: Any, username: str, name: str, seconds: int, answer: Callable[[], Awaitable[Any]]
+) -> Any:
+    """The job's detail (``answer``) once the job has finished (or is no longer there), or
+    after ``seconds``. Asked again at each of the job's news, and answered with what it says:
+    reading the job's state first, then its detail, took 13.6 ms from the news to the client
+    against 10.9 ms (a trivial job waited for in ``bench/e2e.py``'s portal, 2 CPUs, medians
+    of 15)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     job_id = await released(job_id_of)(user, username, name)
     if job_id is None:
-        return
+        return await answer()
     layer, group = get_channel_layer(), group_name(job_id)
     channel: str | None = None
     try:
@@ -100,11 +106,13 @@ async def until_finished(user: Any, username: str, name: str, seconds: int) -> N
         await layer.group_add(group, channel)  # before the state is read: no change missed
     except Exception:
         channel = None
-        log.warning("no news of job %s (the channel layer): its wait reads its state", job_id)
+        log.warning("no news of job %s (the channel layer): its wait reads it every second", job_id)
     try:
-        while (left := deadline - loop.time()) > 0:
-            if await released(state_of)(job_id) in (None, *FINAL_JOB_STATES):
-                return
+        while True:
+            response = await answer()
+            left = deadline - loop.time()
+            if left <= 0 or response.status_code != 200 or finished(response):
+                return response
             channel = await news_or_nap(layer, channel, left)
     finally:
         if channel is not None:
@@ -151,5 +159,6 @@ def job_id_of(user: Any, username: str, name: str) -> int | None:
     return listable_jobs(user).filter(named(username, name)).values_list("id", flat=True).first()
 
 
-def state_of(job_id: int) -> str | None:
-    return Job.objects.filter(id=job_id).values_list("state", flat=True).first()
+def finished(response: Any) -> bool:
+    """Whether the job's detail in ``response`` says it has finished."""
+    return response.data.get("jobStatus", {}).get("state") in FINAL_JOB_STATES
