@@ -103,7 +103,7 @@ async def until_finished(
     channel: str | None = None
     try:
         channel = await layer.new_channel()
-        await layer.group_add(group, channel)  # before the state is read: no change missed
+        await layer.group_add(group, channel)  # before the job is read: no change missed
     except Exception:
         channel = None
         log.warning("no news of job %s (the channel layer): its wait reads it every second", job_id)
