@@ -48,8 +48,14 @@ def queue_group_name(vc_name: str) -> str:
     return f"queue-{vc_name}"  # virtual cluster names are slugs: valid in a group name
 
 
-def publish(job_ids: Iterable[int], queues: Iterable[str] = ()) -> None:
-    sends = [(group_name(i), {"type": "job.changed", "job": i}) for i in sorted(set(job_ids))]
+def publish(job_ids: Iterable[int], queues: Iterable[str] = (), finished: bool = False) -> None:
+    """Tell the pages of ``job_ids`` and of the ``queues`` to look again; ``finished``: those
+    jobs have reached a final state (without it, they may have), so that a client waiting for
+    one (``jobs.api.waiting``) is answered without reading its state first."""
+    sends = [
+        (group_name(i), {"type": "job.changed", "job": i, "finished": finished})
+        for i in sorted(set(job_ids))
+    ]
     sends += [(queue_group_name(q), {"type": "queue.changed"}) for q in sorted(set(queues))]
     layer = get_channel_layer()
     if layer is None or not sends:
@@ -101,7 +107,7 @@ def send_finished(news: Gathered) -> None:
     of it, 8.6 ms against 4.9 ms on an idle cluster (``bench/e2e.py``'s portal, 2 CPUs,
     medians of 15), and each launch of the pass (13-20 ms there) on a full one. A finished
     job changes no more in the pass, so it is not sent again at the end."""
-    publish(news.finished - news.sent)
+    publish(news.finished - news.sent, finished=True)
     news.sent |= news.finished
 
 
@@ -113,4 +119,4 @@ def after_commit(job_id: int, finished: bool = False) -> None:
         gathered = gathering.finished if finished else gathering.jobs
         transaction.on_commit(lambda: gathered.add(job_id), robust=True)
     else:
-        transaction.on_commit(lambda: publish([job_id]), robust=True)
+        transaction.on_commit(lambda: publish([job_id], finished=finished), robust=True)

@@ -20,7 +20,7 @@ from django.db import connection
 from django.test import AsyncClient
 
 from accounts.models import ApiToken
-from jobs import lifecycle
+from jobs import lifecycle, news
 from jobs.lifecycle.finish import finish_job
 from jobs.models import Job
 from jobs.news import group_name
@@ -70,6 +70,23 @@ def test_waits_are_answered_when_the_job_finishes_and_hold_no_database_connectio
             states = [(a.status_code, a.json()["jobStatus"]["state"]) for a in answers]
     assert states == [(200, "FAILED")] * WAITERS
     assert listening(settings.REDIS_URL, job) == 0  # each left its job's group
+
+
+def test_news_that_the_job_finished_answers_a_wait_without_reading_its_state(alice, tmp_path):
+    """The pass's news of a job's end says it has finished (``news.send_finished``), and the
+    wait answers on it. Here that news comes while the job's row still says WAITING: the
+    answer says WAITING, so the wait took the news's word instead of reading the state (which
+    would have sent it back to waiting)."""
+    job = lifecycle.submit(alice, hello_job("long"))
+    token = ApiToken.objects.issue(alice, 3600)[1]
+    with (
+        web_server(tmp_path / "server.log", CHANNEL_LAYER_PREFIX=layer_prefix()) as base,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        answer = pool.submit(long_wait, base, token)
+        wait_for(lambda: listening(settings.REDIS_URL, job) == 1)
+        news.publish([job.id], finished=True)
+        assert answer.result().json()["jobStatus"]["state"] == "WAITING"
 
 
 def test_a_wait_still_ends_when_redis_stops_under_it(alice, tmp_path):

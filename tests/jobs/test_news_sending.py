@@ -30,7 +30,7 @@ def test_rounds_of_news_arrive_over_one_redis_connection(monkeypatch) -> None:
     assert len(connects) <= 1  # a new event loop for each round connected five times
     for _ in range(5):
         message = async_to_sync(asyncio.wait_for)(layer.receive(channel), 5)
-        assert message == {"type": "job.changed", "job": 7}
+        assert message == {"type": "job.changed", "job": 7, "finished": False}
 
 
 def test_a_forked_process_sends_on_a_loop_of_its_own() -> None:
@@ -48,6 +48,6 @@ def test_a_forked_process_sends_on_a_loop_of_its_own() -> None:
             os._exit(0)
     try:
         message = async_to_sync(asyncio.wait_for)(layer.receive(channel), 5)
-        assert message == {"type": "job.changed", "job": 8}
+        assert message == {"type": "job.changed", "job": 8, "finished": False}
     finally:
         os.waitpid(child, 0)

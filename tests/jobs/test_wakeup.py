@@ -153,9 +153,9 @@ def test_a_finished_jobs_news_goes_out_before_the_pass_launches_the_next(
     heard_before_launch: list[int] = []
     real_publish, real_launch = news.publish, passes.launch
 
-    def counting(job_ids, queues=()):  # type: ignore[no-untyped-def]
+    def counting(job_ids, queues=(), finished=False):  # type: ignore[no-untyped-def]
         published.extend(job_ids)
-        real_publish(job_ids, queues)
+        real_publish(job_ids, queues, finished)
 
     def launching(*args):  # type: ignore[no-untyped-def]
         heard_before_launch.extend(published)
@@ -226,9 +226,9 @@ def test_two_workers_racing_on_the_same_event_apply_it_once(
     published: list[int] = []
     real_publish = news.publish
 
-    def counting(job_ids, queues=()):  # type: ignore[no-untyped-def]
+    def counting(job_ids, queues=(), finished=False):  # type: ignore[no-untyped-def]
         published.extend(job_ids)
-        real_publish(job_ids, queues)
+        real_publish(job_ids, queues, finished)
 
     monkeypatch.setattr(news, "publish", counting)
     race([lambda: passes.reconcile(backend)] * 3)  # three reconcile tasks, one event
