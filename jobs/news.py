@@ -88,14 +88,15 @@ def sending_loop(pid: int) -> asyncio.AbstractEventLoop:
 @contextmanager
 def gathered() -> Iterator[Gathered]:
     """Collect the news sent inside the block; send what ``send_finished`` has not, at the
-    end."""
+    end (the jobs that finished since, said so as it says them)."""
     news = Gathered()
     token = _gathering.set(news)
     try:
         yield news
     finally:
         _gathering.reset(token)
-        publish((news.jobs | news.finished) - news.sent, news.queues)
+        send_finished(news)
+        publish(news.jobs - news.sent, news.queues)
 
 
 def send_finished(news: Gathered) -> None:

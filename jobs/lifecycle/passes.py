@@ -122,5 +122,5 @@ def take_in_more(backend: Backend, report: PassReport, claimed: Mapping[str, str
         return
     report.claimed = more
     before = set(report.touched_jobs)
-    named = observe(backend, report, list(more))
+    named = observe(backend, report, more)
     settle(backend, report, named | (report.touched_jobs - before))
