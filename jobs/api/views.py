@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Subquery
 from django.shortcuts import get_object_or_404
@@ -25,7 +27,7 @@ from jobs.api.serializers import (
     JobSummarySerializer,
     SubmittedSerializer,
 )
-from jobs.api.waiting import MAX_WAIT_SECONDS, wait_seconds
+from jobs.api.waiting import MAX_WAIT_SECONDS, wait_seconds, waited_caller
 from jobs.models import JobAttempt, Task
 from protocol import json_schema
 
@@ -126,6 +128,13 @@ WAIT = (
 
 class JobDetailView(APIView):
     permission_classes = [SignedInOrAnonymousStatus]
+
+    def get_authenticators(self) -> list[Any]:
+        waited = waited_caller(self.request)
+        return [waited] if waited else super().get_authenticators()
+
+    def get_throttles(self) -> list[Any]:
+        return [] if waited_caller(self.request) else super().get_throttles()
 
     @extend_schema(
         parameters=[OpenApiParameter("wait", int, description=WAIT)],

@@ -89,6 +89,32 @@ def test_news_that_the_job_finished_answers_a_wait_without_reading_its_state(ali
         assert answer.result().json()["jobStatus"]["state"] == "WAITING"
 
 
+def test_a_wait_counts_once_against_its_callers_rate_limit(alice, tmp_path):
+    """Its answer is not a second request: with two requests a minute allowed, a waited one
+    and a plain one both pass (counted twice, the plain one was refused: 429)."""
+    job = lifecycle.submit(alice, hello_job("long"))
+    token = ApiToken.objects.issue(alice, 3600)[1]
+    redis.Redis.from_url(settings.REDIS_URL).delete(f":1:throttle_user_{alice.id}")
+    env = {"CHANNEL_LAYER_PREFIX": layer_prefix(), "API_RATE_USER": "2/minute"}
+    with web_server(tmp_path / "server.log", **env) as base, ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(long_wait, base, token)
+        wait_for(lambda: listening(settings.REDIS_URL, job) == 1)
+        assert finish_job(job, JobState.FAILED, "failed by the test")
+        assert answer.result().json()["jobStatus"]["state"] == "FAILED"
+        plain = requests.get(
+            f"{base}/api/v2/jobs/alice~long",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=5,
+        )
+        assert plain.status_code == 200
+        third = requests.get(
+            f"{base}/api/v2/jobs/alice~long",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=5,
+        )
+        assert third.status_code == 429  # the limit still holds
+
+
 def test_a_wait_still_ends_when_redis_stops_under_it(alice, tmp_path):
     job = lifecycle.submit(alice, hello_job("long"))
     token = ApiToken.objects.issue(alice, 3600)[1]
